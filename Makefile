@@ -1,0 +1,7 @@
+.PHONY: test lab lab-down bootstrap
+
+bootstrap:
+	bash tools/bootstrap.sh
+
+test:
+	bash tools/test.sh

@@ -1,0 +1,59 @@
+"""Shared fixtures: where the collection resolves, the environment Ansible runs with, caches."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+CACHE = Path(os.environ.get("BLACKWELL_CACHE", ROOT / ".cache"))
+
+
+def _collections_path() -> str:
+    return subprocess.run(
+        [str(ROOT / "tools" / "collection-path.sh")], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+COLLECTIONS_PATH = _collections_path()
+# Unit tests import the collection's pure-Python cores as
+# ansible_collections.blackwell.sglang.plugins.module_utils.<name>.
+if COLLECTIONS_PATH not in sys.path:
+    sys.path.insert(0, COLLECTIONS_PATH)
+
+
+def ansible_env(**extra: str) -> dict:
+    """Environment for ansible-* commands run by the tests: this checkout as the collection."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "ANSIBLE_COLLECTIONS_PATH": COLLECTIONS_PATH,
+            "ANSIBLE_FORCE_COLOR": "0",
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_LOCALHOST_WARNING": "false",
+            "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+            "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def cache_dir() -> Path:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    return CACHE
+
+
+@pytest.fixture(scope="session")
+def collections_path() -> str:
+    return COLLECTIONS_PATH

@@ -1,0 +1,29 @@
+"""ansible-test sanity on a copy of the tracked tree laid out as ansible_collections/blackwell/sglang."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+from conftest import ROOT, VENV_BIN, ansible_env
+
+
+def test_ansible_test_sanity_passes(tmp_path):
+    dest = tmp_path / "ansible_collections" / "blackwell" / "sglang"
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT, check=True, capture_output=True,
+    ).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        src = ROOT / rel
+        if not src.exists():
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel, follow_symlinks=False)
+    # ansible-test lists the collection's files through git when it sits in a repository.
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
+    proc = subprocess.run(
+        [str(VENV_BIN / "ansible-test"), "sanity", "--venv", "--python", "3.11", "--color", "no"],
+        cwd=dest, env=ansible_env(), capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-20000:] + proc.stderr[-20000:]
