@@ -151,6 +151,14 @@ def test_check_mode_reports_and_touches_nothing(tmp_path):
     assert [c.file for c in plan.changes] == list(NAMES)
     assert {str(p): (p.read_bytes(), p.stat().st_mtime_ns)
             for p in pkg.rglob("*") if p.is_file()} == files
+    # The same for taking an entry out.
+    capmap.run(path=str(pkg), purge_bytecode=False)
+    files = {str(p): (p.read_bytes(), p.stat().st_mtime_ns) for p in pkg.rglob("*") if p.is_file()}
+    plan, removed = capmap.run(path=str(pkg), state="absent", check_mode=True)
+    assert _statuses(plan) == [(rel, name, "removed") for rel, name in NAMES.items()]
+    assert sorted(removed) == sorted(made["stale"])
+    assert {str(p): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in pkg.rglob("*") if p.is_file()} == files
 
 
 def test_mode_and_owner_are_kept_and_no_temp_file_is_left(tmp_path):
