@@ -292,3 +292,30 @@ def test_user_who_may_not_write_gets_told_before_anything_changes():
         assert _read(pkg) == before
     finally:
         shutil.rmtree(top)
+
+
+OTHER_PYTHONS = ["/usr/bin/python3", "/root/.pyenv/versions/3.12.1/bin/python3.12",
+                 "/root/.pyenv/versions/3.13.0/bin/python3.13"]
+
+
+@pytest.mark.parametrize("python", OTHER_PYTHONS)
+def test_core_writes_the_same_bytes_under_other_interpreters(python, tmp_path):
+    """Managed nodes run their own Python: AST positions must lead to the same edit there."""
+    if not os.access(python, os.X_OK):
+        pytest.skip(f"{python} is not installed")
+    pkg = install_tree("0.5.23", tmp_path / "here")
+    capmap.run(path=str(pkg))
+    there = install_tree("0.5.23", tmp_path / "there")
+    before = _read(there)
+    script = ("import sys\nsys.path.insert(0, sys.argv[1])\nimport capmap\n"
+              "plan = capmap.run(path=sys.argv[2], state=sys.argv[3])[0]\n"
+              "print([t['status'] for t in plan.targets])\n")
+    core = str(ROOT / "plugins" / "module_utils")
+    proc = subprocess.run([python, "-c", script, core, str(there), "present"],
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "['added', 'added']"
+    assert _read(there) == _read(pkg)
+    proc = subprocess.run([python, "-c", script, core, str(there), "absent"],
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "['removed', 'removed']"
+    assert _read(there) == before
