@@ -225,8 +225,9 @@ def add_entry(text, name, capability=12, source_capability=10, value=None, label
     """Return (new_text, status) with `capability` added to the dict `name` in `text`.
 
     `value` is the new entry's Python source (or data, see render_value); None copies the
-    source_capability entry's source text. An entry this module added before is rebuilt from the original text, so a
-    changed `value` updates it and an unchanged one leaves the text as it is.
+    source_capability entry's source text. An entry this module added before is rebuilt from
+    the original text, so a changed `value` updates it and an unchanged one leaves the text as
+    it is.
     """
     if value is not None:
         value = render_value(value)
