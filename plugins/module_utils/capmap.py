@@ -495,8 +495,6 @@ def plan(package, targets=None, capability=12, source_capability=10, values=None
     if capability < 0 or source_capability < 0:
         raise CapmapError("capability and source_capability must be compute-capability majors "
                           "(0 or more)")
-    if state == "present" and capability == source_capability and not values:
-        raise CapmapError("capability and source_capability are both %d" % capability)
     names = [t["name"] for t in targets]
     for name in names:
         if names.count(name) > 1:

@@ -76,6 +76,19 @@ def test_release_is_patched_exactly_and_restored(version, tmp_path):
     assert _statuses(still) == [(rel, name, "not present") for rel, name in NAMES.items()]
 
 
+@pytest.mark.parametrize("capability", [9, 10])
+def test_capability_sglang_knows_is_left_alone(capability, tmp_path):
+    """A role passes the node's own GPU major: on Hopper or SM100 there is nothing to add."""
+    pkg = install_tree("0.5.8", tmp_path)
+    before = _read(pkg)
+    plan = capmap.run(path=str(pkg), capability=capability)[0]
+    assert not plan.changed
+    assert _statuses(plan) == [(rel, name, "present upstream") for rel, name in NAMES.items()]
+    plan = capmap.run(path=str(pkg), capability=capability, state="absent")[0]
+    assert _statuses(plan) == [(rel, name, "present upstream") for rel, name in NAMES.items()]
+    assert _read(pkg) == before
+
+
 def test_release_without_torch_symm_mem_fails_clearly(tmp_path):
     pkg = install_tree(BEFORE_SYMM_MEM, tmp_path)
     files = sorted(p for p in pkg.rglob("*") if p.is_file())
