@@ -164,7 +164,8 @@ def _find_dict(src, name):
 
 
 def _int_key(node):
-    if isinstance(node, ast.Constant) and type(node.value) is int:
+    if (isinstance(node, ast.Constant) and isinstance(node.value, int)
+            and not isinstance(node.value, bool)):
         return node.value
     return None
 

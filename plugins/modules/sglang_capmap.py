@@ -15,8 +15,8 @@ version_added: "0.1.0"
 description:
   - SGLang's torch symmetric-memory all-reduce keys its limits by the GPU's compute-capability
     major and lists only 9 (Hopper) and 10 (SM100). On Blackwell parts that report 12 (SM120),
-    SGLang 0.5.5 to 0.5.13 stop at start with C(KeyError: 12) when C(--enable-torch-symm-mem)
-    is given, and 0.5.14 and later silently disable the communicator.
+    SGLang 0.5.5 to 0.5.13 stop at start with a C(KeyError) for 12 when
+    C(--enable-torch-symm-mem) is given, and 0.5.14 and later silently disable the communicator.
   - This module adds the missing entry to each dict of an installed SGLang package, copying the
     source expression of the O(source_capability) entry (C(64 * MiB) stays C(64 * MiB)) or
     writing an explicit value from O(values).
@@ -32,7 +32,7 @@ description:
   - After a file is written, its stale compiled copies in C(__pycache__) (every interpreter tag
     and optimisation level) are deleted, and only those, so the rest of SGLang's bytecode stays.
 author:
-  - blackwell.sglang maintainers
+  - blackwell.sglang maintainers (!UNKNOWN)
 options:
   path:
     description:
@@ -57,9 +57,9 @@ options:
   values:
     description:
       - Explicit values for the new entry, keyed by target O(targets[].name), instead of the copy.
-      - A string is inserted as a Python expression (for example V({2: 64 * MiB}); mappings must be
+      - "A string is inserted as a Python expression (for example V({2: 64 * MiB}); mappings must be
         given this way because Ansible turns mapping keys into strings). Lists, numbers, booleans
-        and null are written as Python literals.
+        and null are written as Python literals."
       - For example V([]) for C(TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM) keeps PCIe-only
         hosts on the two-shot path.
     type: dict
@@ -111,6 +111,7 @@ attributes:
   platform:
     support: full
     platforms: posix
+    description: Runs on the host that holds the SGLang installation.
 notes:
   - SGLang 0.5.4 and older have no C(torch_symm_mem.py) and fail with a message saying so.
   - Restart SGLang after a change; a running server keeps the dicts it imported.
@@ -155,7 +156,7 @@ targets:
     status:
       description:
         - V(added), V(updated) (this module's entry got a new value), V(already present) (this
-          module's entry, unchanged), V(present upstream) (an entry without the module's marker:
+          module's entry, unchanged), V(present upstream) (an entry without the module's marker,
           left alone), V(removed) or V(not present).
       type: str
       sample: added

@@ -85,4 +85,4 @@ def line_insertions_only(before: str, after: str) -> bool:
     """True when whole lines were inserted and no existing line changed."""
     matcher = difflib.SequenceMatcher(
         None, before.splitlines(keepends=True), after.splitlines(keepends=True), autojunk=False)
-    return all(tag in ("equal", "insert") for tag, *_ in matcher.get_opcodes())
+    return all(tag in ("equal", "insert") for tag, *dummy in matcher.get_opcodes())

@@ -62,16 +62,16 @@ def test_release_is_patched_exactly_and_restored(version, tmp_path):
         assert patched[12] == patched[10] == unpatched[10]
         assert {k: v for k, v in patched.items() if k != 12} == unpatched
 
-    again, _ = capmap.run(path=str(pkg))
+    again = capmap.run(path=str(pkg))[0]
     assert not again.changed
     assert _statuses(again) == [(rel, name, "already present") for rel, name in NAMES.items()]
     assert _read(pkg) == after
 
-    back, _ = capmap.run(path=str(pkg), state="absent")
+    back = capmap.run(path=str(pkg), state="absent")[0]
     assert _statuses(back) == [(rel, name, "removed") for rel, name in NAMES.items()]
     assert _read(pkg) == before
 
-    still, _ = capmap.run(path=str(pkg), state="absent")
+    still = capmap.run(path=str(pkg), state="absent")[0]
     assert not still.changed
     assert _statuses(still) == [(rel, name, "not present") for rel, name in NAMES.items()]
 
@@ -136,7 +136,7 @@ def test_purge_can_be_turned_off(tmp_path):
     pkg = install_tree("0.5.8", tmp_path)
     _compile_all(pkg)
     pycs = _pycs(pkg)
-    _, removed = capmap.run(path=str(pkg), purge_bytecode=False)
+    removed = capmap.run(path=str(pkg), purge_bytecode=False)[1]
     assert removed == []
     assert _pycs(pkg) == pycs
 
@@ -189,13 +189,13 @@ def test_one_bad_target_leaves_every_file_unchanged(tmp_path):
 
 def test_values_override_one_target(tmp_path):
     pkg = install_tree("0.5.18", tmp_path)
-    plan, _ = capmap.run(path=str(pkg), values={NAMES[TSM]: []})
+    plan = capmap.run(path=str(pkg), values={NAMES[TSM]: []})[0]
     assert _statuses(plan) == [(rel, name, "added") for rel, name in NAMES.items()]
     assert evaluate((pkg / TSM).read_text(), NAMES[TSM])[12] == []
     sizes = evaluate((pkg / ARU).read_text(), NAMES[ARU])
     assert sizes[12] == sizes[10]
     # Dropping the override rewrites only the module's own entry.
-    plan, _ = capmap.run(path=str(pkg))
+    plan = capmap.run(path=str(pkg))[0]
     assert _statuses(plan) == [(ARU, NAMES[ARU], "already present"),
                                (TSM, NAMES[TSM], "updated")]
     assert evaluate((pkg / TSM).read_text(), NAMES[TSM])[12] == [4, 6, 8]
@@ -228,7 +228,7 @@ def test_rollback_when_a_write_fails_midway(tmp_path):
 def test_venv_root_is_searched_for_the_package(tmp_path):
     site = tmp_path / "venv" / "lib" / "python3.11"
     pkg = install_tree("0.5.9", site)
-    plan, _ = capmap.run(venv=str(tmp_path / "venv"))
+    plan = capmap.run(venv=str(tmp_path / "venv"))[0]
     assert plan.package == str(pkg)
     assert plan.version == "0.5.9"
     with pytest.raises(capmap.CapmapError) as err:

@@ -140,7 +140,7 @@ def test_add_entry_matches_golden_and_round_trips(case, source, name, value, exp
 
 
 def test_changed_value_updates_own_entry_only():
-    first, _ = capmap.add_entry(CLASS_ANNOTATED, "Communicator.SIZES")
+    first = capmap.add_entry(CLASS_ANNOTATED, "Communicator.SIZES")[0]
     second, status = capmap.add_entry(first, "Communicator.SIZES", value="[]")
     assert status == "updated"
     assert second == _golden("values_override")
@@ -158,7 +158,7 @@ def test_upstream_entry_is_never_touched(source):
 
 
 def test_hand_edited_own_entry_is_refused_not_guessed():
-    after, _ = capmap.add_entry(NO_TRAILING_COMMA, "LIMITS")
+    after = capmap.add_entry(NO_TRAILING_COMMA, "LIMITS")[0]
     # Someone moved the comma this module added after the 10 entry to the start of its line.
     edited = after.replace("[6, 8],  # SM100\n    12", "[6, 8]  # SM100\n    , 12")
     compile(edited, "x.py", "exec")
