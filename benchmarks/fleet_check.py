@@ -61,7 +61,7 @@ def timed_run(cmd: list, env: dict, control_dir: Path, log: Path) -> dict:
     with open(log, "w", encoding="utf-8") as out:
         start = time.monotonic()
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-        _, status, usage = os.wait4(proc.pid, 0)
+        status, usage = os.wait4(proc.pid, 0)[1:]
         wall = time.monotonic() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     tree_cpu = usage.ru_utime + usage.ru_stime
@@ -134,7 +134,7 @@ def main() -> int:
                 control = work / f"cp-{size}-{len(results)}"
                 control.mkdir()
                 run_env = dict(cfg_env, ANSIBLE_SSH_CONTROL_PATH_DIR=str(control))
-                log = out / f"check-{size}-{name.split(',')[0].replace(' ', '-')}{'-cold' if cold else ''}.log"
+                log = out / f"check-{size}-{name.split(',', maxsplit=1)[0].replace(' ', '-')}{'-cold' if cold else ''}.log"
                 res = timed_run([str(venv_bin / "ansible-playbook"), "--check", "-i", str(inventory),
                                  "--limit", limit, args.playbook, *extra], run_env, control, log)
                 recap = Path(res["log"]).read_text()

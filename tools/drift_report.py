@@ -182,7 +182,7 @@ def result_from_stdout(stdout: str) -> dict:
     pos = text.find("=> {")
     while pos != -1:
         try:
-            value, _ = json.JSONDecoder().raw_decode(text[pos + 3:])
+            value = json.JSONDecoder().raw_decode(text[pos + 3:])[0]
         except ValueError:
             pos = text.find("=> {", pos + 1)
             continue
@@ -352,7 +352,7 @@ def _not_judged_rows(report: dict) -> list[tuple[str, str, str]]:
     tasks: dict[str, tuple[list, str]] = {}
     for name, host in report["hosts"].items():
         for finding in host["not_judged"]:
-            hosts, _ = tasks.setdefault(finding["label"], ([], finding["reason"]))
+            hosts = tasks.setdefault(finding["label"], ([], finding["reason"]))[0]
             hosts.append(name)
     return [(label, _host_list(hosts), why) for label, (hosts, why) in tasks.items()]
 

@@ -107,14 +107,15 @@ def test_converged_fleet_has_no_drift_and_check_changes_nothing(fleet):
 
 
 def test_each_tampered_node_shows_exactly_its_drift_and_check_changes_nothing(fleet):
-    for i, (command, _) in TAMPERS.items():
-        subprocess.run(["podman", "exec", node(i), "sh", "-c", command], check=True,
+    for i, tamper in TAMPERS.items():
+        subprocess.run(["podman", "exec", node(i), "sh", "-c", tamper[0]], check=True,
                        capture_output=True)
     before = snapshot()
     code, report, output = drift_report(fleet, "tampered")
     assert snapshot() == before
     assert code == 1, output
-    for i, (_, expected) in TAMPERS.items():
+    for i, tamper in TAMPERS.items():
+        expected = tamper[1]
         host = report["hosts"][node(i)]
         assert host["status"] == "drift"
         assert [(f["label"], f["reason"]) for f in host["drift"]] == expected, node(i)
