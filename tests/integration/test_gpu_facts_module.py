@@ -1,0 +1,124 @@
+"""blackwell.sglang.gpu_facts run through `ansible localhost`, asking the stand-in nvidia-smi.
+
+The stand-in replays recorded answers (tests/fixtures/gpu/stand-in/nvidia-smi), so these runs
+cover the module's own part: option handling, finding the executable, running commands, the
+returned facts, check mode and the failure for a bad path.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import gpu_samples as samples
+from conftest import VENV_BIN, ansible_env
+
+H200 = samples.FIXTURES / "h200"
+
+
+def gpu_facts(args="", check=False, **env):
+    """Run the module once; returns (rc, parsed result)."""
+    argv = [
+        str(VENV_BIN / "ansible"), "localhost", "-c", "local",
+        "-e", "ansible_python_interpreter=" + str(VENV_BIN / "python"),
+        "-m", "blackwell.sglang.gpu_facts",
+    ]
+    if args:
+        argv += ["-a", args]
+    if check:
+        argv.append("--check")
+    proc = subprocess.run(argv, env=ansible_env(**env), capture_output=True, text=True, check=False)
+    # The minimal output: "localhost | STATUS => {json}"
+    start = proc.stdout.find("localhost | ")
+    head, sep, body = proc.stdout[start:].partition(" => ")
+    assert start >= 0 and sep, proc.stdout + proc.stderr
+    return proc.returncode, json.loads(body)
+
+
+def test_replayed_h200_gives_what_the_real_host_gave(tmp_path):
+    recording = tmp_path / "h200"
+    shutil.copytree(H200, recording)
+    stand_in = recording / "nvidia-smi"
+    shutil.copy2(samples.STAND_IN, stand_in)
+    rc, result = gpu_facts("nvidia_smi=%s proc_driver_version_path=%s" % (stand_in, recording / "proc_version.txt"))
+    assert rc == 0, result
+    assert result["changed"] is False
+    facts = result["ansible_facts"]["gpu"]
+    recorded = json.loads((H200 / "gpu_facts.adhoc.txt").read_text().partition(" => ")[2])
+    expected = dict(recorded["ansible_facts"]["gpu"], nvidia_smi=str(stand_in))
+    assert facts == expected
+
+
+def test_pcie_blackwell_box_in_check_mode(tmp_path):
+    box = samples.rtx_pro_6000_x8()
+    stand_in = samples.write_recording(
+        tmp_path / "box", samples.box_answers(box), samples.proc_version(box.driver, box.open_module))
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in (tmp_path / "box").iterdir())
+    args = "nvidia_smi=%s proc_driver_version_path=%s" % (stand_in, tmp_path / "box" / "proc_version.txt")
+    rc, result = gpu_facts(args, check=True)
+    assert rc == 0, result
+    assert result["changed"] is False
+    facts = result["ansible_facts"]["gpu"]
+    assert facts["count"] == 8
+    assert facts["capability_majors"] == [12]
+    assert facts["driver_version"] == "580.95.05"
+    assert facts["cuda_driver_version"] == "13.0"
+    assert facts["kernel_module_open"] is True
+    assert facts["topology"]["summary"] == "pcie_only"
+    assert before == sorted((p.name, p.stat().st_mtime_ns) for p in (tmp_path / "box").iterdir())
+    # The same answer outside check mode: reading changes nothing, so both modes agree.
+    assert gpu_facts(args)[1] == result
+
+
+def test_driver_library_mismatch_is_not_a_failure(tmp_path):
+    stand_in = samples.write_recording(
+        tmp_path / "box", samples.failing_answers(18, samples.mismatch_answer("580.105")),
+        samples.proc_version("580.95.05", True))
+    rc, result = gpu_facts("nvidia_smi=%s proc_driver_version_path=%s" % (stand_in, tmp_path / "box" / "proc_version.txt"))
+    assert rc == 0, result
+    facts = result["ansible_facts"]["gpu"]
+    assert facts["present"] is False
+    assert facts["driver_mismatch"] is True
+    assert facts["driver_version"] == "580.95.05"
+    assert facts["reason"].startswith("Failed to initialize NVML: Driver/library version mismatch")
+
+
+def test_no_nvidia_smi_on_path(tmp_path):
+    # This machine has no NVIDIA driver; the /proc path does not exist either.
+    rc, result = gpu_facts("proc_driver_version_path=%s" % (tmp_path / "absent"))
+    assert rc == 0, result
+    assert result["ansible_facts"]["gpu"] == {
+        "present": False,
+        "reason": "nvidia-smi was not found",
+        "count": 0,
+        "gpus": [],
+        "driver_version": None,
+        "cuda_driver_version": None,
+        "kernel_module_open": None,
+        "kernel_module_source": None,
+        "driver_mismatch": False,
+        "nvml_library_version": None,
+        "capability_majors": [],
+        "topology": {"pairs": [], "summary": "none"},
+        "nvidia_smi": None,
+    }
+
+
+def test_bad_nvidia_smi_path_fails_with_its_name(tmp_path):
+    missing = tmp_path / "no-such-nvidia-smi"
+    rc, result = gpu_facts("nvidia_smi=%s" % missing)
+    assert rc == 2
+    assert result["msg"] == "nvidia_smi: %s is not an executable file" % missing
+    not_executable = tmp_path / "plain-file"
+    not_executable.write_text("")
+    rc, result = gpu_facts("nvidia_smi=%s" % not_executable)
+    assert rc == 2
+    assert result["msg"] == "nvidia_smi: %s is not an executable file" % not_executable
+
+
+def test_stand_in_refuses_what_was_not_recorded(tmp_path):
+    stand_in = samples.write_recording(tmp_path / "box", samples.box_answers(samples.mixed_box()))
+    proc = subprocess.run([str(stand_in), "-x"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr == "stand-in nvidia-smi: no recorded answer for ['-x'] in %s\n" % (tmp_path / "box")
