@@ -2,7 +2,8 @@
 
 Host tests run on every node through testinfra and assert per group. The tests after them
 drive ansible-playbook from the controller against the scenario's own containers: check mode
-on converged and on 12.8 nodes, a pin move, and the driver-floor failure.
+on converged and on 12.8 nodes, a pin move, and the driver-floor failure on the 12.8 node
+through a stand-in nvidia-smi.
 """
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ def test_previous_toolkit_removed(host):
 
 
 def _playbook(*args, playbook="apply.yml"):
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_NOCOLOR="1")
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1")
     env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
     proc = subprocess.run(
         ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(SCENARIO / playbook), *args],
@@ -106,11 +107,11 @@ def _playbook(*args, playbook="apply.yml"):
 
 
 def _task_results(report, host):
-    """(task name, result) for every task that ran on host, in order."""
+    """(task name without its role prefix, result) for every task that ran on host, in order."""
     for play in report["plays"]:
         for task in play["tasks"]:
             if host in task["hosts"]:
-                yield task["task"]["name"], task["hosts"][host]
+                yield task["task"]["name"].split(" : ", 1)[-1], task["hosts"][host]
 
 
 def _changed_tasks(report, host):
@@ -166,13 +167,13 @@ def test_pin_change_unholds_moves_and_holds_again():
 
 
 def test_driver_below_floor_fails_and_changes_nothing():
-    before = _snapshot("cuda13-lowdriver")
-    rc, report = _playbook("--limit", "cuda13-lowdriver")
+    before = _snapshot("cuda13-fresh")
+    rc, report = _playbook("--limit", "cuda13-fresh", "-e", "cuda13_nvidia_smi=/usr/local/lib/lab/nvidia-smi")
     assert rc == 2
-    failed = [(name, res["msg"]) for name, res in _task_results(report, "cuda13-lowdriver") if res.get("failed")]
+    failed = [(name, res["msg"]) for name, res in _task_results(report, "cuda13-fresh") if res.get("failed")]
     assert failed == [(
         "Fail when the driver is older than CUDA 13.0 needs",
         "cuda13: NVIDIA driver 570.133.20 is older than 580.65.06, the minimum for CUDA 13.0; install an"
         " R580 driver first (or set cuda13_driver_manage: true). Nothing was changed.",
     )]
-    assert _snapshot("cuda13-lowdriver") == before
+    assert _snapshot("cuda13-fresh") == before
