@@ -214,3 +214,35 @@ def test_offline_install_without_wheelhouse_is_refused():
     assert failures(report) == {
         SM90: "sglang_install_no_index is true but sglang_install_find_links is empty; nothing could be installed"
     }
+
+
+# Stand-in for the torch/version.py a CUDA 12.8 torch wheel carries (the real wheel is 900 MB of
+# CUDA libraries), in the format torch's build writes; the role reads it without importing.
+TORCH_CU128_VERSION_PY = """from typing import Optional
+
+__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip', 'xpu']
+__version__ = '2.9.1+cu128'
+debug = False
+cuda: Optional[str] = '12.8'
+git_version = '0000000000000000000000000000000000000000'
+hip: Optional[str] = None
+xpu: Optional[str] = None
+"""
+
+
+def test_cuda_12_torch_fails_the_cuda_13_policy():
+    torch_dir = f"{VENV}/lib/python3.11/site-packages/torch"
+    sm90 = node(SM90)
+    sm90.check_output("mkdir -p %s && printf '%%s' %s > %s/version.py", torch_dir, TORCH_CU128_VERSION_PY, torch_dir)
+    try:
+        changed, report = playbook(
+            "upgrade.yml", "-l", SM90, "-e", f"sglang_install_version={RELEASE_B}",
+            "-e", "sglang_install_torch_cuda_policy=fail", expect_rc=2,
+        )
+        assert changed == {SM90: []}
+        assert failures(report) == {
+            SM90: "torch in /opt/sglang/venv is built for CUDA '12.8', not CUDA 13.x; install a CUDA 13 torch "
+                  "(for example from PyTorch's cu130 index through sglang_install_extra_index_urls)"
+        }
+    finally:
+        sm90.check_output("rm -rf %s", torch_dir)
