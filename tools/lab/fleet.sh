@@ -11,7 +11,8 @@
 # LAB_PORT_BASE (default 2200: node 1 listens on 127.0.0.1:2201), LAB_IMAGE (default: the image
 # tools/lab/build-image.sh builds), LAB_STATE (key directory, default lab/state),
 # LAB_INVENTORY (default inventories/lab/hosts.yml), LAB_VOLUMES (extra podman -v arguments,
-# space separated, e.g. a package repository bind-mounted read-only into every node).
+# space separated, e.g. a package repository bind-mounted read-only into every node),
+# LAB_SSH_WAIT (seconds to wait for each node's sshd, default 300).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 prefix=${LAB_PREFIX:-blackwell-lab}
@@ -65,7 +66,8 @@ wait_ssh() {
     -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
     root@127.0.0.1 true 2>/dev/null; do
     tries=$((tries + 1))
-    [ "$tries" -lt 60 ] || die "$(node_name "$i") did not answer on 127.0.0.1:$port"
+    # A busy machine boots many systemd containers slowly: minutes, not seconds.
+    [ "$tries" -lt "${LAB_SSH_WAIT:-300}" ] || die "$(node_name "$i") did not answer on 127.0.0.1:$port"
     sleep 1
   done
 }
@@ -102,6 +104,12 @@ case "$cmd" in
     [[ "$count" =~ ^[1-9][0-9]*$ ]] || die "node count must be a positive integer, got '$count'"
     [ "$count" -le 99 ] || die "at most 99 nodes, got $count"
     image=${LAB_IMAGE:-$("$root/tools/lab/build-image.sh" | tail -n 1)}
+    # Every systemd in a container takes several inotify instances from the host's per-user
+    # budget (128 on Debian); past it, systemd stalls at boot with "Failed to create inotify
+    # object: Too many open files" and sshd never starts. A few dozen nodes need more.
+    if [ "$(sysctl -n fs.inotify.max_user_instances)" -lt 8192 ]; then
+      sysctl -q -w fs.inotify.max_user_instances=8192
+    fi
     ensure_key
     for i in $(seq 1 "$count"); do start_node "$i"; done
     for i in $(seq 1 "$count"); do
@@ -113,7 +121,8 @@ case "$cmd" in
     ;;
   down)
     names=$(podman ps -a --filter "label=$label" --format '{{.Names}}')
-    for name in $names; do podman rm -f -t 2 "$name" >/dev/null; done
+    # Nothing on a lab node needs a clean shutdown; systemd as PID 1 ignores SIGTERM anyway.
+    for name in $names; do podman rm -f -t 0 "$name" >/dev/null; done
     rm -f "$inventory"
     echo "fleet: removed $(echo "$names" | grep -c . || true) node(s)"
     ;;
