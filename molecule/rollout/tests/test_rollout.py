@@ -7,9 +7,7 @@ import json
 import os
 from pathlib import Path
 
-import testinfra
-
-from labtools import HEALTHY, LAUNCHES, records, run_playbook
+from labtools import HEALTHY, LAUNCHES, lab_host, records, run_playbook
 
 NODES = ["rollout-node1", "rollout-node2", "rollout-node3"]
 CONVERGE = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml"
@@ -18,8 +16,7 @@ SKIP = "--skip-tags=cuda13,sglang_install,sglang_sm120_patch"
 
 
 def _hosts():
-    inventory = os.environ["MOLECULE_INVENTORY_FILE"]
-    return {name: testinfra.get_host("ansible://" + name, ansible_inventory=inventory) for name in NODES}
+    return {name: lab_host(name) for name in NODES}
 
 
 def test_first_rollout_started_each_node_after_the_previous_one_was_healthy():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from labtools import HEALTHY, LAUNCHES, records, recap, run_playbook
+from labtools import HEALTHY, LAUNCHES, lab_host, records, recap, run_playbook
 
 CONVERGE = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml"
 UNIT = "/etc/systemd/system/sglang.service"
@@ -52,8 +52,12 @@ CRASH_MESSAGE = (
 SM120_PCIE = {"present": True, "count": 2, "capability_majors": [12], "topology": {"summary": "pcie_only"}}
 
 
-def _name(host):
-    return host.backend.get_hostname()
+NODES = ["sglang_service-old", "sglang_service-new"]
+
+
+@pytest.fixture(params=NODES)
+def node(request):
+    return request.param, lab_host(request.param)
 
 
 def _state(host):
@@ -65,20 +69,23 @@ def _state(host):
     )
 
 
-def test_unit_passes_systemd_analyze_verify_without_output(host):
+def test_unit_passes_systemd_analyze_verify_without_output(node):
+    host = node[1]
     result = host.run("systemd-analyze verify %s", UNIT)
     assert result.rc == 0
     assert result.stdout == "" and result.stderr == ""
 
 
-def test_files_have_owners_and_modes(host):
+def test_files_have_owners_and_modes(node):
+    host = node[1]
     unit, env_file, conf_dir = host.file(UNIT), host.file(ENV_FILE), host.file("/etc/sglang")
     assert (unit.user, unit.group, unit.mode) == ("root", "root", 0o644)
     assert (env_file.user, env_file.group, env_file.mode) == ("root", "root", 0o600)
     assert (conf_dir.user, conf_dir.group, conf_dir.mode) == ("root", "root", 0o755)
 
 
-def test_service_runs_under_systemd_as_the_service_user(host):
+def test_service_runs_under_systemd_as_the_service_user(node):
+    host = node[1]
     assert host.run("systemctl is-active sglang.service").stdout.strip() == "active"
     assert host.run("systemctl is-enabled sglang.service").stdout.strip() == "enabled"
     launch = records(host, LAUNCHES)[-1]
@@ -90,11 +97,13 @@ def test_service_runs_under_systemd_as_the_service_user(host):
     assert records(host, HEALTHY), "the health gate never saw /health answer 200"
 
 
-def test_engine_gets_exact_flags_for_its_release(host):
-    assert records(host, LAUNCHES)[-1]["argv"] == EXPECTED_ARGV[_name(host)]
+def test_engine_gets_exact_flags_for_its_release(node):
+    name, host = node
+    assert records(host, LAUNCHES)[-1]["argv"] == EXPECTED_ARGV[name]
 
 
-def test_environment_of_the_engine(host):
+def test_environment_of_the_engine(node):
+    name, host = node
     environ = records(host, LAUNCHES)[-1]["environ"]
     assert environ["CUDA_HOME"] == "/usr/local/cuda"
     assert environ["PATH"].startswith("/usr/local/cuda/bin:/opt/sglang/venv/bin:")
@@ -102,14 +111,15 @@ def test_environment_of_the_engine(host):
     assert environ["HF_TOKEN"] == HF_TOKEN
     assert environ["SGLANG_API_KEY"] == API_KEY
     pcie = {key: value for key, value in environ.items() if key.startswith("SGLANG_") and "PCIE" in key}
-    if _name(host) == "sglang_service-new":
+    if name == "sglang_service-new":
         # 0.5.23 ships the PCIe IPC all-reduce and the facts say pcie_only.
         assert pcie == {"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "1", "SGLANG_PCIE_IPC_MAX_NUMEL": "8388608"}
     else:
         assert pcie == {}
 
 
-def test_unit_limits_and_restart_policy(host):
+def test_unit_limits_and_restart_policy(node):
+    host = node[1]
     props = dict(
         line.split("=", 1)
         for line in host.check_output(
@@ -124,7 +134,8 @@ def test_unit_limits_and_restart_policy(host):
     }
 
 
-def test_secrets_only_in_the_environment_file(host):
+def test_secrets_only_in_the_environment_file(node):
+    host = node[1]
     unit = host.file(UNIT).content_string
     show = host.check_output("systemctl show sglang.service")
     cat = host.check_output("systemctl cat sglang.service")
@@ -147,24 +158,26 @@ def test_rerun_changes_nothing_and_prints_no_secret():
         assert recap(output, hostname)["changed"] == 0
 
 
-def test_refuses_fusion_on_sm120_with_a_release_that_raises(host):
-    if _name(host) != "sglang_service-new":
+def test_refuses_fusion_on_sm120_with_a_release_that_raises(node):
+    name, host = node
+    if name != "sglang_service-new":
         pytest.skip("the 0.5.23 node carries the release whose fusion raises on SM120")
     before = _state(host)
     # A new served name would rewrite the unit if the refusal did not stop the run first.
-    proc = run_playbook(CONVERGE, "--limit", _name(host),
+    proc = run_playbook(CONVERGE, "--limit", name,
                         extra_vars={"sglang_service_gpu": SM120_PCIE, "sglang_service_served_model_name": "renamed"})
     assert proc.returncode == 2
     assert CRASH_MESSAGE in " ".join(proc.stdout.split())
-    assert recap(proc.stdout, _name(host))["changed"] == 0
+    assert recap(proc.stdout, name)["changed"] == 0
     assert _state(host) == before
 
 
-def test_crash_policy_warn_leaves_fusion_out(host):
-    if _name(host) != "sglang_service-new":
+def test_crash_policy_warn_leaves_fusion_out(node):
+    name, host = node
+    if name != "sglang_service-new":
         pytest.skip("the 0.5.23 node carries the release whose fusion raises on SM120")
     before = _state(host)
-    proc = run_playbook(CONVERGE, "--check", "--diff", "--limit", _name(host),
+    proc = run_playbook(CONVERGE, "--check", "--diff", "--limit", name,
                         extra_vars={"sglang_service_gpu": SM120_PCIE, "sglang_service_crash_policy": "warn"})
     assert proc.returncode == 0, proc.stdout[-5000:]
     assert "sglang_service: WARNING: leaving FlashInfer all-reduce fusion out" in " ".join(proc.stdout.split())
@@ -173,21 +186,23 @@ def test_crash_policy_warn_leaves_fusion_out(host):
     assert _state(host) == before
 
 
-def test_crash_policy_force_deploys_as_asked(host):
-    if _name(host) != "sglang_service-new":
+def test_crash_policy_force_deploys_as_asked(node):
+    name, host = node
+    if name != "sglang_service-new":
         pytest.skip("the 0.5.23 node carries the release whose fusion raises on SM120")
-    proc = run_playbook(CONVERGE, "--check", "--diff", "--limit", _name(host),
+    proc = run_playbook(CONVERGE, "--check", "--diff", "--limit", name,
                         extra_vars={"sglang_service_gpu": SM120_PCIE, "sglang_service_crash_policy": "force"})
     assert proc.returncode == 0, proc.stdout[-5000:]
     assert "WARNING" not in proc.stdout
-    assert recap(proc.stdout, _name(host))["changed"] == 0
+    assert recap(proc.stdout, name)["changed"] == 0
 
 
-def test_refuses_a_flag_the_release_does_not_have(host):
-    if _name(host) != "sglang_service-old":
+def test_refuses_a_flag_the_release_does_not_have(node):
+    name, host = node
+    if name != "sglang_service-old":
         pytest.skip("the 0.5.8 node lacks the newer fusion backend flag")
     before = _state(host)
-    proc = run_playbook(CONVERGE, "--limit", _name(host),
+    proc = run_playbook(CONVERGE, "--limit", name,
                         extra_vars={"sglang_service_extra_args": ["--flashinfer-allreduce-fusion-backend=auto"]})
     assert proc.returncode == 2
     assert (
