@@ -1,0 +1,215 @@
+"""The sglang_patch scenario: SGLang installed and patched in the lab, upgraded, checked, rolled back.
+
+The host tests assert the state converge left behind (release A, 0.5.8, on both nodes). The
+stage tests after them drive ansible-playbook from the controller against the same containers,
+in order: the upgrade to release B (0.5.18) that drops the patch, check mode reporting exactly
+that drift, the converge that re-applies it, a second converge and check mode that report
+nothing, and bad input (rollback with state absent is proven in tests/integration). Every
+file assertion reads the installed files inside the containers (tests/probe_sglang.py); nothing here imports SGLang.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import testinfra
+
+SCENARIO = Path(__file__).resolve().parent.parent
+PROBE = (Path(__file__).resolve().parent / "probe_sglang.py").read_text(encoding="utf-8")
+INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
+VENV = "/opt/sglang/venv"
+SM120, SM90 = "sglang-patch-sm120", "sglang-patch-sm90"
+RELEASE_A, RELEASE_B = "0.5.8", "0.5.18"
+ALL_REDUCE = "srt/distributed/device_communicators/all_reduce_utils.py"
+SYMM_MEM = "srt/distributed/device_communicators/torch_symm_mem.py"
+PATCH_TASK = "blackwell.sglang.sglang_sm120_patch : Patch SGLang's capability dicts for the node's GPUs"
+RESTART = "Restart sglang"
+RESTART_LOG = "/var/lib/lab/sglang-restarts.log"
+
+
+def node(name):
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def probe(name):
+    out = node(name).check_output("python3 -c %s %s", PROBE, VENV)
+    return json.loads(out)
+
+
+def restarts(name):
+    log = node(name).file(RESTART_LOG)
+    return log.content_string.splitlines() if log.exists else []
+
+
+def playbook(name, *args, expect_rc=0):
+    """Run a scenario playbook; return {host: [names of changed tasks]} and the raw JSON."""
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    # Extra callbacks would print around the JSON report.
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", INVENTORY, str(SCENARIO / name), *args],
+        env=env, capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == expect_rc, proc.stdout[-20000:] + proc.stderr[-5000:]
+    report = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{"):])[0]
+    changed = {host: [] for host in report["stats"]}
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            for host, result in task["hosts"].items():
+                if result.get("changed"):
+                    changed[host].append(task["task"]["name"])
+    return changed, report
+
+
+def failures(report):
+    return {
+        host: result.get("msg")
+        for play in report["plays"] for task in play["tasks"]
+        for host, result in task["hosts"].items() if result.get("failed")
+    }
+
+
+def assert_patched(state, source_key="10"):
+    for rel in (ALL_REDUCE, SYMM_MEM):
+        entry = state["files"][rel]
+        assert entry["dict"]["12"] == entry["dict"][source_key], rel
+        assert entry["sha256"] != entry["record_sha256"], rel
+    # The purge takes exactly the two rewritten modules' bytecode; the rest of SGLang keeps its own.
+    assert state["missing_bytecode"] == [ALL_REDUCE, SYMM_MEM]
+    assert state["modules"] > 1000
+
+
+def assert_pristine(state):
+    for rel in (ALL_REDUCE, SYMM_MEM):
+        entry = state["files"][rel]
+        assert entry["record_sha256"], rel
+        assert entry["sha256"] == entry["record_sha256"], rel
+        assert sorted(entry["dict"]) == ["10", "9"], rel
+
+
+def _only(host, name):
+    if host.backend.get_hostname() != name:
+        pytest.skip("asserted on another node")
+
+
+# --- state after converge (release A) and molecule's idempotence step -------------------------
+
+def test_pinned_release_installed_from_metadata(host):
+    assert probe(host.backend.get_hostname())["version"] == RELEASE_A
+    dist = host.file(f"{VENV}/lib/python3.11/site-packages/sglang-{RELEASE_A}.dist-info/METADATA")
+    assert dist.exists and dist.user == "root"
+
+
+def test_service_account_and_venv_ownership(host):
+    user = host.user("sglang")
+    assert user.group == "sglang"
+    assert user.shell == "/usr/sbin/nologin"
+    assert user.uid < 1000
+    assert user.home == "/var/lib/sglang"
+    home = host.file("/var/lib/sglang")
+    assert (home.user, home.group, home.mode) == ("sglang", "sglang", 0o750)
+    venv = host.file(VENV)
+    assert (venv.user, venv.group) == ("root", "root")
+
+
+def test_installer_per_node(host):
+    uv = host.file("/opt/sglang/uv/bin/uv")
+    if host.backend.get_hostname() == SM120:
+        assert uv.exists
+        assert host.check_output("/opt/sglang/uv/bin/uv --version").startswith("uv 0.13.9")
+        # uv made the venv (no pip in it) and compiled the bytecode.
+        assert not host.file(f"{VENV}/bin/pip").exists
+    else:
+        assert not uv.exists
+        assert host.file(f"{VENV}/bin/pip").exists
+        # sglang_install_compile_bytecode: false on this node
+        assert len(probe(SM90)["missing_bytecode"]) == probe(SM90)["modules"]
+
+
+def test_release_a_patched_on_sm120(host):
+    _only(host, SM120)
+    state = probe(SM120)
+    assert_patched(state)
+    assert state["files"][SYMM_MEM]["dict"]["12"] == [6, 8]
+    assert state["files"][ALL_REDUCE]["dict"]["12"]["8"] == 128 * 1024 * 1024
+
+
+def test_sm90_node_untouched(host):
+    _only(host, SM90)
+    assert_pristine(probe(SM90))
+
+
+def test_one_restart_requested_for_the_patch(host):
+    want = 1 if host.backend.get_hostname() == SM120 else 0
+    assert len(restarts(host.backend.get_hostname())) == want
+
+
+# --- stages driven from the controller, in order ----------------------------------------------
+
+def test_upgrade_to_release_b_drops_the_patch():
+    changed, _ = playbook("upgrade.yml", "-e", f"sglang_install_version={RELEASE_B}")
+    install = f"blackwell.sglang.sglang_install : Install the pinned SGLang release {RELEASE_B}"
+    assert changed == {SM120: [install], SM90: [install]}
+    for name in (SM120, SM90):
+        state = probe(name)
+        assert state["version"] == RELEASE_B
+        assert_pristine(state)
+    # uv compiled release B's bytecode, the two modules included.
+    assert probe(SM120)["missing_bytecode"] == []
+
+
+def test_check_mode_reports_exactly_the_patch_drift():
+    before = {name: probe(name) for name in (SM120, SM90)}
+    changed, _ = playbook("converge.yml", "--check", "-e", f"sglang_install_version={RELEASE_B}")
+    assert changed == {SM120: [PATCH_TASK, RESTART], SM90: []}
+    assert {name: probe(name) for name in (SM120, SM90)} == before
+    assert len(restarts(SM120)) == 1
+
+
+def test_converge_reapplies_the_patch_on_release_b():
+    changed, _ = playbook("converge.yml", "-e", f"sglang_install_version={RELEASE_B}")
+    assert changed == {SM120: [PATCH_TASK, RESTART], SM90: []}
+    state = probe(SM120)
+    assert state["version"] == RELEASE_B
+    assert_patched(state)
+    assert state["files"][SYMM_MEM]["dict"]["12"] == [4, 6, 8]
+    assert_pristine(probe(SM90))
+    assert len(restarts(SM120)) == 2
+    assert restarts(SM120)[-1].startswith(f"restart for SGLang {RELEASE_B} at ")
+    assert restarts(SM90) == []
+
+
+def test_converged_release_b_is_idempotent_and_check_clean():
+    changed, _ = playbook("converge.yml", "-e", f"sglang_install_version={RELEASE_B}")
+    assert changed == {SM120: [], SM90: []}
+    before = probe(SM120)
+    assert_patched(before)
+    changed, _ = playbook("converge.yml", "--check", "-e", f"sglang_install_version={RELEASE_B}")
+    assert changed == {SM120: [], SM90: []}
+    assert probe(SM120) == before
+    assert len(restarts(SM120)) == 2
+
+
+def test_unknown_installer_is_refused_before_any_change():
+    before = probe(SM90)
+    changed, report = playbook(
+        "converge.yml", "-l", SM90, "-e", "sglang_install_installer=conda", expect_rc=2
+    )
+    assert changed == {SM90: []}
+    msg = failures(report)[SM90]
+    assert "value of sglang_install_installer must be one of: uv, pip, got: conda" in msg
+    assert probe(SM90) == before
+
+
+def test_offline_install_without_wheelhouse_is_refused():
+    changed, report = playbook(
+        "converge.yml", "-l", SM90, "-e", '{"sglang_install_find_links": []}', expect_rc=2
+    )
+    assert changed == {SM90: []}
+    assert failures(report) == {
+        SM90: "sglang_install_no_index is true but sglang_install_find_links is empty; nothing could be installed"
+    }

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Fills the lab's wheelhouse with the real wheels the sglang_patch scenario installs offline:
+# the SGLang releases it upgrades between and uv (the installer the sglang_install role
+# bootstraps). The container runs Debian 12's python3.11, so platform wheels are fetched for
+# cp311 manylinux x86_64 whatever Python runs this script. Only the packages themselves
+# (--no-deps): the scenario installs SGLang with sglang_install_no_deps, since a full SGLang
+# is 4 to 5 GB of torch and CUDA libraries that no container here can use.
+#
+#   tools/lab/build-wheelhouse.sh            # prints the wheelhouse directory
+#   LAB_WHEELHOUSE=/srv/wh tools/lab/build-wheelhouse.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+dest=${LAB_WHEELHOUSE:-$root/.cache/lab/wheelhouse}
+python=${BLACKWELL_PYTHON:-python3}
+# Release A indexes the dicts directly (KeyError: 12 on SM120); release B uses .get() and
+# ships cp311 platform wheels.
+packages=(sglang==0.5.8 sglang==0.5.18 uv==0.13.9)
+
+mkdir -p "$dest"
+for spec in "${packages[@]}"; do
+  name=${spec%%==*}
+  version=${spec#*==}
+  if compgen -G "$dest/${name}-${version}-*.whl" >/dev/null; then
+    continue
+  fi
+  "$python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+    --python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none \
+    --platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any \
+    --dest "$dest" "$spec" >&2
+done
+echo "$dest"
