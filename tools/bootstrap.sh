@@ -9,7 +9,7 @@ venv=${BLACKWELL_VENV:-$root/.venv}
 python=${BLACKWELL_PYTHON:-python3}
 
 need_apt=()
-for pkg in podman runc debootstrap uidmap slirp4netns dpkg-dev gnupg openssh-client rsync; do
+for pkg in podman runc debootstrap uidmap slirp4netns dpkg-dev apt-utils gnupg openssh-client rsync; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$pkg")
 done
 if ((${#need_apt[@]})); then

@@ -224,10 +224,13 @@ def _plain_data(value):
 def add_entry(text, name, capability=12, source_capability=10, value=None, label="<source>"):
     """Return (new_text, status) with `capability` added to the dict `name` in `text`.
 
-    `value` is the new entry's Python source; None copies the source_capability entry's
-    source text. An entry this module added before is rebuilt from the original text, so a
-    changed `value` updates it and an unchanged one leaves the text as it is.
+    `value` is the new entry's Python source (or data, see render_value); None copies the
+    source_capability entry's source text. An entry this module added before is rebuilt from
+    the original text, so a changed `value` updates it and an unchanged one leaves the text as
+    it is.
     """
+    if value is not None:
+        value = render_value(value)
     src = _Source(text, label)
     dict_node = _find_dict(src, name)
     ours = [i for i in _entries(dict_node, capability) if _is_ours(src, dict_node.values[i])]
@@ -239,8 +242,8 @@ def add_entry(text, name, capability=12, source_capability=10, value=None, label
         return new, (ALREADY_PRESENT if new == text else UPDATED)
     if _entries(dict_node, capability):
         return text, PRESENT_UPSTREAM
-    new = _insert(src, dict_node, name, capability, source_capability, value)
-    _check_added(text, new, name, capability, source_capability, value, label)
+    new, expected = _insert(src, dict_node, name, capability, source_capability, value)
+    _check_added(text, new, name, capability, expected, label)
     return new, ADDED
 
 
@@ -262,8 +265,10 @@ def _insert(src, dict_node, name, capability, source_capability, value):
                                               ", ".join(str(k) for k in present) or "none"))
         model = sources[-1]
         value = src.segment(values[model])
+        expected = ast.dump(values[model])
     else:
         model = len(keys) - 1
+        expected = ast.dump(ast.parse(value, mode="eval").body)
     # Keep the file's own spelling of "key: value" (": " in nearly every file).
     separator = text[src.end(keys[model]):src.start(values[model])]
     if _EOL.search(separator):
@@ -293,9 +298,9 @@ def _insert(src, dict_node, name, capability, source_capability, value):
         eol = src.eol(end_line)
         if comma is not None:
             new_line = indent + entry + "," + MARKER_GAP + MARKER + eol
-            return _splice(text, [(at, at, new_line)])
+            return _splice(text, [(at, at, new_line)]), expected
         new_line = indent + entry + MARKER_GAP + MARKER_COMMA + eol
-        return _splice(text, [(value_end, value_end, ","), (at, at, new_line)])
+        return _splice(text, [(value_end, value_end, ","), (at, at, new_line)]), expected
     # The dict shares a line with its closing brace (a one-line dict, say): insert inline and
     # put the marker at the end of that physical line.
     if comma is not None:
@@ -309,15 +314,18 @@ def _insert(src, dict_node, name, capability, source_capability, value):
                           "with a string or a continuation; add it by hand"
                           % (capability, name, src.label, line_no))
     eol_at = src.line_end(line_no)
-    return _splice(text, [(at, at, inserted), (eol_at, eol_at, MARKER_GAP + MARKER)])
+    return _splice(text, [(at, at, inserted), (eol_at, eol_at, MARKER_GAP + MARKER)]), expected
 
 
-def _check_added(before, after, name, capability, source_capability, value, label):
-    """Refuse to write a patch that does not parse, or that `absent` could not take back."""
+def _check_added(before, after, name, capability, expected, label):
+    """Refuse to write a patch that does not parse, does not hold the intended value (the same
+    syntax tree as the copied entry or the given expression), or that `absent` could not take
+    back exactly."""
     src = _Source(after, label)
     dict_node = _find_dict(src, name)
     found = _entries(dict_node, capability)
-    if len(found) != 1 or not _is_ours(src, dict_node.values[found[0]]):
+    if (len(found) != 1 or not _is_ours(src, dict_node.values[found[0]])
+            or ast.dump(dict_node.values[found[0]]) != expected):
         raise CapmapError("cannot add %d to %s in %s: the dict's layout is not one this module "
                           "can patch reversibly; add it by hand" % (capability, name, label))
     try:
@@ -487,8 +495,6 @@ def plan(package, targets=None, capability=12, source_capability=10, values=None
     if capability < 0 or source_capability < 0:
         raise CapmapError("capability and source_capability must be compute-capability majors "
                           "(0 or more)")
-    if state == "present" and capability == source_capability and not values:
-        raise CapmapError("capability and source_capability are both %d" % capability)
     names = [t["name"] for t in targets]
     for name in names:
         if names.count(name) > 1:

@@ -35,7 +35,7 @@ QUERY_ARGS = (
 TOPOLOGY_ARGS = ("topo", "-m")
 
 # `nvidia-smi topo -m` legend: NV<n> is a bonded set of n NVLinks; the rest are PCIe paths
-# of growing distance (SOC is the name drivers before 384 used for SYS).
+# of growing distance (older drivers print SOC where newer ones print SYS).
 PCIE_LINKS = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
 _NVLINK_RE = re.compile(r"^NV\d+$")
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sglang_wheels import BEFORE_SYMM_MEM, install_tree
 
-from conftest import VENV_BIN, ansible_env
+from conftest import ROOT, VENV_BIN, ansible_env
 
 pytestmark = pytest.mark.slow
 
@@ -232,3 +232,16 @@ def test_ansible_doc_renders():
     assert sorted(doc["return"]) == ["backup_files", "bytecode_removed", "package",
                                      "sglang_version", "targets"]
     assert doc["examples"].count(f"{MODULE}:") == 3
+    # The README's options table lists the same options with the same defaults.
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Module: sglang_capmap", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:4] for line in section.splitlines() if line.startswith("| `")]
+    table = {cells[0].strip(" `"): cells[2].strip(" `") for cells in rows}
+    assert sorted(table) == sorted(doc["doc"]["options"])
+    for name, option in doc["doc"]["options"].items():
+        default = option.get("default")
+        if name == "targets":
+            continue
+        expected = "" if default is None else (
+            default if isinstance(default, str) else json.dumps(default))
+        assert table[name] == expected, name

@@ -76,6 +76,19 @@ def test_release_is_patched_exactly_and_restored(version, tmp_path):
     assert _statuses(still) == [(rel, name, "not present") for rel, name in NAMES.items()]
 
 
+@pytest.mark.parametrize("capability", [9, 10])
+def test_capability_sglang_knows_is_left_alone(capability, tmp_path):
+    """A role passes the node's own GPU major: on Hopper or SM100 there is nothing to add."""
+    pkg = install_tree("0.5.8", tmp_path)
+    before = _read(pkg)
+    plan = capmap.run(path=str(pkg), capability=capability)[0]
+    assert not plan.changed
+    assert _statuses(plan) == [(rel, name, "present upstream") for rel, name in NAMES.items()]
+    plan = capmap.run(path=str(pkg), capability=capability, state="absent")[0]
+    assert _statuses(plan) == [(rel, name, "present upstream") for rel, name in NAMES.items()]
+    assert _read(pkg) == before
+
+
 def test_release_without_torch_symm_mem_fails_clearly(tmp_path):
     pkg = install_tree(BEFORE_SYMM_MEM, tmp_path)
     files = sorted(p for p in pkg.rglob("*") if p.is_file())
@@ -149,6 +162,14 @@ def test_check_mode_reports_and_touches_nothing(tmp_path):
     assert _statuses(plan) == [(rel, name, "added") for rel, name in NAMES.items()]
     assert sorted(removed) == sorted(made["stale"])
     assert [c.file for c in plan.changes] == list(NAMES)
+    assert {str(p): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in pkg.rglob("*") if p.is_file()} == files
+    # The same for taking an entry out.
+    capmap.run(path=str(pkg), purge_bytecode=False)
+    files = {str(p): (p.read_bytes(), p.stat().st_mtime_ns) for p in pkg.rglob("*") if p.is_file()}
+    plan, removed = capmap.run(path=str(pkg), state="absent", check_mode=True)
+    assert _statuses(plan) == [(rel, name, "removed") for rel, name in NAMES.items()]
+    assert sorted(removed) == sorted(made["stale"])
     assert {str(p): (p.read_bytes(), p.stat().st_mtime_ns)
             for p in pkg.rglob("*") if p.is_file()} == files
 
@@ -284,3 +305,30 @@ def test_user_who_may_not_write_gets_told_before_anything_changes():
         assert _read(pkg) == before
     finally:
         shutil.rmtree(top)
+
+
+OTHER_PYTHONS = ["/usr/bin/python3", "/root/.pyenv/versions/3.12.1/bin/python3.12",
+                 "/root/.pyenv/versions/3.13.0/bin/python3.13"]
+
+
+@pytest.mark.parametrize("python", OTHER_PYTHONS)
+def test_core_writes_the_same_bytes_under_other_interpreters(python, tmp_path):
+    """Managed nodes run their own Python: AST positions must lead to the same edit there."""
+    if not os.access(python, os.X_OK):
+        pytest.skip(f"{python} is not installed")
+    pkg = install_tree("0.5.23", tmp_path / "here")
+    capmap.run(path=str(pkg))
+    there = install_tree("0.5.23", tmp_path / "there")
+    before = _read(there)
+    script = ("import sys\nsys.path.insert(0, sys.argv[1])\nimport capmap\n"
+              "plan = capmap.run(path=sys.argv[2], state=sys.argv[3])[0]\n"
+              "print([t['status'] for t in plan.targets])\n")
+    core = str(ROOT / "plugins" / "module_utils")
+    proc = subprocess.run([python, "-c", script, core, str(there), "present"],
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "['added', 'added']"
+    assert _read(there) == _read(pkg)
+    proc = subprocess.run([python, "-c", script, core, str(there), "absent"],
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "['removed', 'removed']"
+    assert _read(there) == before

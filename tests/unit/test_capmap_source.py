@@ -207,6 +207,14 @@ def test_render_value(value, rendered):
     assert capmap.render_value(value) == rendered
 
 
+def test_add_entry_validates_its_value():
+    with pytest.raises(capmap.CapmapError) as err:
+        capmap.add_entry(ONE_LINE, "LIMITS", value="[6, 8")
+    assert str(err.value) == "value '[6, 8' is not a Python expression: '[' was never closed"
+    assert capmap.add_entry(ONE_LINE, "LIMITS", value=[8])[0].startswith(
+        "LIMITS = {9: [4, 6, 8], 10: [6, 8], 12: [8]}  # added by")
+
+
 @pytest.mark.parametrize("value, message", [
     ({"2": 1}, "value {'2': 1} is a mapping; give it as a Python expression string, "
                "e.g. '{2: 64 * MiB}'"),

@@ -1,0 +1,186 @@
+"""No-op --check of converged lab nodes over SSH: the collection's ansible.cfg against Ansible's defaults.
+
+Brings up the largest fleet asked for (tools/lab/fleet.sh), converges it once, then for each
+fleet size runs `ansible-playbook --check` against the first N nodes under each configuration
+and records wall time, nodes checked per minute and controller CPU seconds per node.
+
+CPU is the ansible-playbook process tree (os.wait4 on the child: its own time plus every worker
+and ssh client it waited for) plus the SSH master connections the run left behind, read from
+/proc before they are closed: the masters are daemons that no wait4 accounts for.
+
+    benchmarks/fleet-check.sh                       # 1, 8, 32 nodes, site.yml
+    benchmarks/fleet-check.sh --sizes 1,4 --playbook tests/integration/fleet/fixture.yml
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def sh(*args: str, env: dict | None = None) -> str:
+    return subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
+
+
+def fleet_env(prefix: str, port_base: int, workdir: Path) -> dict:
+    env = dict(os.environ)
+    env.update(LAB_PREFIX=prefix, LAB_PORT_BASE=str(port_base), LAB_STATE=str(workdir / "state"),
+               LAB_INVENTORY=str(workdir / "hosts.yml"))
+    return env
+
+
+def master_cpu_seconds(control_dir: Path) -> float:
+    """CPU time of the ssh master processes behind the sockets in control_dir; closes them."""
+    total = 0.0
+    for sock in control_dir.iterdir():
+        check = subprocess.run(["ssh", "-O", "check", "-S", str(sock), "x"],
+                               capture_output=True, text=True, check=False)
+        match = re.search(r"pid=(\d+)", check.stderr + check.stdout)
+        if match:
+            try:
+                fields = Path(f"/proc/{match[1]}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+            except (OSError, IndexError, ValueError):
+                pass
+        subprocess.run(["ssh", "-O", "exit", "-S", str(sock), "x"], capture_output=True, check=False)
+    return total
+
+
+def timed_run(cmd: list, env: dict, control_dir: Path, log: Path) -> dict:
+    load_before = os.getloadavg()[0]
+    with open(log, "w", encoding="utf-8") as out:
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        status, usage = os.wait4(proc.pid, 0)[1:]
+        wall = time.monotonic() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    tree_cpu = usage.ru_utime + usage.ru_stime
+    masters = master_cpu_seconds(control_dir)
+    return {"wall_s": wall, "tree_cpu_s": tree_cpu, "ssh_master_cpu_s": masters,
+            "rc": proc.returncode, "log": str(log),
+            "load_1min": round((load_before + os.getloadavg()[0]) / 2, 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", default="1,8,32")
+    default_playbook = ROOT / "site.yml"
+    parser.add_argument("--playbook", default=str(default_playbook))
+    parser.add_argument("-e", "--extra-vars", action="append", default=[],
+                        help="extra variables for converge and check (repeatable)")
+    parser.add_argument("--prefix", default="blackwell-bench")
+    parser.add_argument("--port-base", type=int, default=2400)
+    parser.add_argument("--volume", action="append", default=[],
+                        help="podman -v argument for every node (repeatable)")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--keep", action="store_true", help="leave the fleet running")
+    args = parser.parse_args()
+
+    sizes = sorted({int(s) for s in args.sizes.split(",")})
+    venv_bin = Path(sys.executable).parent
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="fleet-check."))
+    env = fleet_env(args.prefix, args.port_base, work)
+    env["LAB_VOLUMES"] = " ".join(args.volume)
+    env["PATH"] = f"{venv_bin}{os.pathsep}{env['PATH']}"
+    env["ANSIBLE_COLLECTIONS_PATH"] = sh(str(ROOT / "tools" / "collection-path.sh")).strip()
+    env["ANSIBLE_NOCOLOR"] = "1"
+    fleet = str(ROOT / "tools" / "lab" / "fleet.sh")
+    extra = [a for ev in args.extra_vars for a in ("-e", ev)]
+    empty_cfg = work / "empty.cfg"
+    empty_cfg.write_text("")
+    facts = work / "facts"
+    results = []
+    try:
+        started = time.monotonic()
+        subprocess.run([fleet, "up", str(max(sizes))], env=env, check=True)
+        boot_s = time.monotonic() - started
+        inventory = work / "hosts.yml"
+        hosts = sorted(re.findall(r"^        (\S+):$", inventory.read_text(), re.M))
+
+        tuned = dict(env, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+                     ANSIBLE_CACHE_PLUGIN_CONNECTION=str(facts))
+        control = work / "cp-converge"
+        control.mkdir()
+        started = time.monotonic()
+        conv = timed_run([str(venv_bin / "ansible-playbook"), "-i", str(inventory), args.playbook, *extra],
+                         dict(tuned, ANSIBLE_SSH_CONTROL_PATH_DIR=str(control)), control, out / "converge.log")
+        if conv["rc"] != 0:
+            print(f"converge failed, see {conv['log']}", file=sys.stderr)
+            return 1
+        converge_s = time.monotonic() - started
+
+        configs = [
+            ("tuned", tuned, False),
+            ("tuned, cold fact cache", tuned, True),
+            ("ansible defaults", dict(env, ANSIBLE_CONFIG=str(empty_cfg)), False),
+        ]
+        for size in sizes:
+            limit = ",".join(hosts[:size])
+            for name, cfg_env, cold in configs:
+                if cold:
+                    shutil.rmtree(facts, ignore_errors=True)
+                control = work / f"cp-{size}-{len(results)}"
+                control.mkdir()
+                run_env = dict(cfg_env, ANSIBLE_SSH_CONTROL_PATH_DIR=str(control))
+                log = out / f"check-{size}-{name.split(',', maxsplit=1)[0].replace(' ', '-')}{'-cold' if cold else ''}.log"
+                res = timed_run([str(venv_bin / "ansible-playbook"), "--check", "-i", str(inventory),
+                                 "--limit", limit, args.playbook, *extra], run_env, control, log)
+                recap = Path(res["log"]).read_text()
+                changed = sum(int(c) for c in re.findall(r"changed=(\d+)", recap))
+                cpu = res["tree_cpu_s"] + res["ssh_master_cpu_s"]
+                row = {"nodes": size, "config": name, "wall_s": round(res["wall_s"], 2),
+                       "nodes_per_min": round(size / res["wall_s"] * 60, 1),
+                       "cpu_s_per_node": round(cpu / size, 2),
+                       "tree_cpu_s": round(res["tree_cpu_s"], 2),
+                       "ssh_master_cpu_s": round(res["ssh_master_cpu_s"], 2),
+                       "rc": res["rc"], "changed": changed, "load_1min": res["load_1min"]}
+                results.append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        if not args.keep:
+            subprocess.run([fleet, "down"], env=env, check=False)
+    summary = {
+        "playbook": os.path.relpath(args.playbook, ROOT),
+        "controller": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+                       "ansible": sh(str(venv_bin / "ansible"), "--version").splitlines()[0]},
+        "fleet_boot_s": round(boot_s, 1), "converge_s": round(converge_s, 1),
+        "converge_nodes": max(sizes), "results": results,
+    }
+    (out / "fleet-check.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "fleet-check.md").write_text(render(summary))
+    print(render(summary))
+    return 0 if all(r["rc"] == 0 and r["changed"] == 0 for r in results) else 1
+
+
+def render(summary: dict) -> str:
+    lines = [f"Playbook: `{summary['playbook']}`; {summary['controller']['cpus']} controller CPUs, "
+             f"{summary['controller']['ansible']}; fleet boot {summary['fleet_boot_s']} s, "
+             f"converge of {summary['converge_nodes']} nodes {summary['converge_s']} s.", "",
+             "| nodes | config | wall s | nodes/min | CPU s/node | changed | speed-up vs defaults | load |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|"]
+    by_size = {}
+    for row in summary["results"]:
+        by_size.setdefault(row["nodes"], {})[row["config"]] = row
+    for size, rows in by_size.items():
+        base = rows.get("ansible defaults")
+        for name, row in rows.items():
+            speed = f"{base['wall_s'] / row['wall_s']:.1f}x" if base else "-"
+            lines.append(f"| {size} | {name} | {row['wall_s']} | {row['nodes_per_min']} | "
+                         f"{row['cpu_s_per_node']} | {row['changed']} | {speed} | {row['load_1min']} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""End state of the cuda13 scenario, and the role's check-mode and failure behaviour.
+
+Host tests run on every node through testinfra and assert per group. The tests after them
+drive ansible-playbook from the controller against the scenario's own containers: check mode
+on converged and on 12.8 nodes, a pin move, and the driver-floor failure on the 12.8 node
+through a stand-in nvidia-smi.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCENARIO = Path(__file__).resolve().parent.parent
+UPGRADED = ("cuda13-keep", "cuda13-remove")
+NVCC13 = "Cuda compilation tools, release 13.0, V13.0.88"
+
+
+def _only(host, *names):
+    if host.backend.get_hostname() not in names:
+        pytest.skip("not asserted on this node")
+
+
+def test_nvcc_through_usr_local_cuda_is_13_0(host):
+    _only(host, *UPGRADED)
+    out = host.check_output("/usr/local/cuda/bin/nvcc --version")
+    assert NVCC13 in out
+    assert host.file("/usr/local/cuda").linked_to == "/etc/alternatives/cuda"
+    assert host.check_output("readlink -f /usr/local/cuda") == "/usr/local/cuda-13.0"
+    assert host.check_output("readlink -f /usr/local/cuda-13") == "/usr/local/cuda-13.0"
+
+
+def test_alternatives_are_selected_by_hand(host):
+    _only(host, *UPGRADED)
+    query = host.check_output("update-alternatives --query cuda")
+    assert "Status: manual" in query
+    assert "Value: /usr/local/cuda-13.0" in query
+
+
+def test_toolkit_installed_and_held(host):
+    _only(host, *UPGRADED)
+    assert host.check_output("dpkg --get-selections cuda-toolkit-13-0").split() == ["cuda-toolkit-13-0", "hold"]
+    want = "13.0.88-1" if host.backend.get_hostname() == "cuda13-keep" else "13.0.88-2"
+    assert host.package("cuda-toolkit-13-0").version == want
+
+
+def test_repository_is_deb822_with_signed_by(host):
+    _only(host, *UPGRADED)
+    sources = host.file("/etc/apt/sources.list.d/cuda-debian12-x86_64.sources")
+    assert sources.mode == 0o644
+    assert "URIs: file:///srv/cuda-repo/debian12/x86_64/\n" in sources.content_string
+    assert "Signed-By: /etc/apt/keyrings/cuda-archive-keyring.asc\n" in sources.content_string
+    assert not host.file("/etc/apt/sources.list.d/cuda-debian12-x86_64.list").exists
+    key = host.file("/etc/apt/keyrings/cuda-archive-keyring.asc")
+    assert key.content_string.startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    # apt trusts the repository with that key: the index is verified, not merely present.
+    policy = host.check_output("apt-cache policy cuda-toolkit-13-0")
+    assert "file:/srv/cuda-repo/debian12/x86_64  Packages" in policy
+
+
+def test_environment_files(host):
+    _only(host, *UPGRADED)
+    profile = host.file("/etc/profile.d/cuda13.sh")
+    assert (profile.user, profile.group, profile.mode) == ("root", "root", 0o644)
+    assert "export CUDA_HOME=/usr/local/cuda\n" in profile.content_string
+    linker = host.file("/etc/ld.so.conf.d/cuda13.conf")
+    assert (linker.user, linker.group, linker.mode) == ("root", "root", 0o644)
+    assert linker.content_string.splitlines()[-1] == "/usr/local/cuda/lib64"
+    login = host.check_output("bash -lc 'echo $CUDA_HOME; command -v nvcc'").splitlines()
+    assert login == ["/usr/local/cuda", "/usr/local/cuda/bin/nvcc"]
+
+
+def test_previous_toolkit_kept(host):
+    _only(host, "cuda13-keep")
+    for pkg in ("cuda-toolkit-12-8", "cuda-nvcc-12-8", "cuda-toolkit-12-8-config-common"):
+        assert host.package(pkg).is_installed, pkg
+    assert "release 12.8, V12.8.93" in host.check_output("/usr/local/cuda-12.8/bin/ptxas --version")
+    assert "/usr/local/cuda-12.8" in host.check_output("update-alternatives --list cuda")
+
+
+def test_previous_toolkit_removed(host):
+    _only(host, "cuda13-remove")
+    for pkg in ("cuda-toolkit-12-8", "cuda-nvcc-12-8", "cuda-toolkit-12-8-config-common"):
+        assert not host.package(pkg).is_installed, pkg
+    assert not host.file("/usr/local/cuda-12.8").exists
+    assert host.check_output("update-alternatives --list cuda") == "/usr/local/cuda-13.0"
+
+
+# --- controller-side: ansible-playbook against the scenario's containers -------------------
+
+
+def _playbook(*args, playbook="apply.yml"):
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1")
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(SCENARIO / playbook), *args],
+        env=env, capture_output=True, text=True, check=False,
+    )
+    try:
+        report = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(proc.stdout[-5000:] + proc.stderr[-5000:]) from None
+    return proc.returncode, report
+
+
+def _task_results(report, host):
+    """(task name without its role prefix, result) for every task that ran on host, in order."""
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            if host in task["hosts"]:
+                yield task["task"]["name"].split(" : ", 1)[-1], task["hosts"][host]
+
+
+def _changed_tasks(report, host):
+    return [name for name, res in _task_results(report, host) if res.get("changed")]
+
+
+def _snapshot(node):
+    """Everything the role could touch on node: files under /etc and /usr/local, dpkg state."""
+    script = (
+        "find /etc /usr/local -xdev \\( -type f -o -type l \\) -print0 | sort -z"
+        " | xargs -0 sha256sum 2>/dev/null; find /etc /usr/local -xdev -type l -printf '%p -> %l\\n' | sort;"
+        " dpkg --get-selections; dpkg-query -W -f='${Package} ${Version} ${Status}\\n';"
+        " update-alternatives --query cuda 2>&1 || true"
+    )
+    proc = subprocess.run(["podman", "exec", node, "sh", "-c", script], capture_output=True, text=True, check=True)
+    return proc.stdout
+
+
+def test_check_on_converged_nodes_reports_nothing():
+    rc, report = _playbook("--check", "--limit", ",".join(UPGRADED))
+    assert rc == 0, report["stats"]
+    for node in UPGRADED:
+        assert report["stats"][node]["changed"] == 0, _changed_tasks(report, node)
+        assert report["stats"][node]["failures"] == 0
+
+
+def test_check_on_a_12_8_node_reports_the_upgrade_and_changes_nothing():
+    before = _snapshot("cuda13-fresh")
+    rc, report = _playbook("--check", "--diff", "--limit", "cuda13-fresh")
+    assert rc == 0, report["stats"]
+    changed = _changed_tasks(report, "cuda13-fresh")
+    for task in ("Install the repository signing key", "Remove the sources list cuda-keyring installs",
+                 "Configure the CUDA repository", "Install the toolkit package",
+                 "Export PATH and CUDA_HOME for login shells", "Add the toolkit libraries to the linker path"):
+        assert task in changed, changed
+    assert _snapshot("cuda13-fresh") == before
+    assert "release 12.8" in subprocess.run(
+        ["podman", "exec", "cuda13-fresh", "/usr/local/cuda/bin/ptxas", "--version"],
+        capture_output=True, text=True, check=True).stdout
+
+
+def test_pin_change_unholds_moves_and_holds_again():
+    rc, report = _playbook("--limit", "cuda13-keep", "-e", "cuda13_toolkit_version=13.0.88-2")
+    assert rc == 0, report["stats"]
+    changed = _changed_tasks(report, "cuda13-keep")
+    assert changed[:3] == ["Release the hold on the toolkit", "Install the toolkit package", "Hold the toolkit after the move"]
+    state = subprocess.run(
+        ["podman", "exec", "cuda13-keep", "dpkg-query", "-W", "-f=${Version} ${Status}", "cuda-toolkit-13-0"],
+        capture_output=True, text=True, check=True).stdout
+    assert state == "13.0.88-2 hold ok installed"
+    rc, report = _playbook("--limit", "cuda13-keep", "-e", "cuda13_toolkit_version=13.0.88-2")
+    assert rc == 0 and report["stats"]["cuda13-keep"]["changed"] == 0, _changed_tasks(report, "cuda13-keep")
+
+
+def test_driver_below_floor_fails_and_changes_nothing():
+    before = _snapshot("cuda13-fresh")
+    rc, report = _playbook("--limit", "cuda13-fresh", "-e", "cuda13_nvidia_smi=/usr/local/lib/lab/nvidia-smi")
+    assert rc == 2
+    failed = [(name, res["msg"]) for name, res in _task_results(report, "cuda13-fresh") if res.get("failed")]
+    assert failed == [(
+        "Fail when the driver is older than CUDA 13.0 needs",
+        "cuda13: NVIDIA driver 570.133.20 is older than 580.65.06, the minimum for CUDA 13.0; install an"
+        " R580 driver first (or set cuda13_driver_manage: true). Nothing was changed.",
+    )]
+    assert _snapshot("cuda13-fresh") == before

@@ -1,0 +1,66 @@
+"""Rolling restarts through site.yml on three lab nodes (batches of one): batches go one after
+another, each gated on health, and a node that fails its gate stops the rollout while the
+others keep serving."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from labtools import HEALTHY, LAUNCHES, lab_host, records, run_playbook
+
+NODES = ["rollout-node1", "rollout-node2", "rollout-node3"]
+CONVERGE = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml"
+UNIT = "/etc/systemd/system/sglang.service"
+SKIP = "--skip-tags=cuda13,sglang_install,sglang_sm120_patch"
+
+
+def _hosts():
+    return {name: lab_host(name) for name in NODES}
+
+
+def test_first_rollout_started_each_node_after_the_previous_one_was_healthy():
+    hosts = _hosts()
+    launches = {name: records(host, LAUNCHES) for name, host in hosts.items()}
+    healthy = {name: records(host, HEALTHY) for name, host in hosts.items()}
+    for name in NODES:
+        assert len(launches[name]) == 1, launches[name]
+        assert len(healthy[name]) == 1, healthy[name]
+    for before, after in zip(NODES, NODES[1:]):
+        # The stand-in answers 503 for its first 2 s: a start before the previous node's first
+        # 200 would mean two batches ran at once.
+        assert launches[after][0]["time"] > healthy[before][0]["time"], (before, after)
+
+
+def test_a_node_failing_its_health_gate_stops_the_rollout_and_the_others_keep_serving():
+    hosts = _hosts()
+    before = {name: len(records(host, LAUNCHES)) for name, host in hosts.items()}
+    unit_before = {name: host.file(UNIT).sha256sum for name, host in hosts.items()}
+    hosts["rollout-node2"].check_output(
+        "echo %s > /etc/sglang-standin/config.json", json.dumps({"mode": "unhealthy"})
+    )
+    proc = run_playbook(
+        CONVERGE, SKIP, "--extra-vars=sglang_rollout_serial=1",
+        extra_vars={"sglang_service_extra_args": ["--log-level", "info"], "sglang_service_health_timeout": 6},
+    )
+    output = " ".join(proc.stdout.split())
+    assert proc.returncode == 2, proc.stdout[-5000:]
+    assert (
+        "sglang_service: sglang.service on rollout-node2 did not become healthy within 6s "
+        "(/health: 503); the rollout stops here." in output
+    )
+
+    # Batch 1 rolled forward and serves the new arguments.
+    node1 = records(hosts["rollout-node1"], LAUNCHES)
+    assert len(node1) == before["rollout-node1"] + 1
+    assert node1[-1]["argv"][-2:] == ["--log-level", "info"]
+    # Batch 2 was restarted and failed its gate.
+    node2 = records(hosts["rollout-node2"], LAUNCHES)
+    assert len(node2) == before["rollout-node2"] + 1 and node2[-1]["mode"] == "unhealthy"
+    # Batch 3 was never touched: same unit, no new launch.
+    assert len(records(hosts["rollout-node3"], LAUNCHES)) == before["rollout-node3"]
+    assert hosts["rollout-node3"].file(UNIT).sha256sum == unit_before["rollout-node3"]
+    assert "--log-level" not in hosts["rollout-node3"].file(UNIT).content_string
+    for name in ("rollout-node1", "rollout-node3"):
+        assert hosts[name].run("systemctl is-active sglang.service").stdout.strip() == "active"
+        assert hosts[name].run("python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/health').status)\"").stdout.strip() == "200"

@@ -1,0 +1,212 @@
+"""End state of the sglang_service role on two lab nodes (real SGLang 0.5.8 and 0.5.23 source,
+stand-in engine), plus refusals run against the converged nodes."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from labtools import HEALTHY, LAUNCHES, lab_host, records, recap, run_playbook
+
+CONVERGE = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml"
+UNIT = "/etc/systemd/system/sglang.service"
+ENV_FILE = "/etc/sglang/sglang.env"
+HF_TOKEN = "hf_labSECRETtoken5d1f"
+API_KEY = "sk-labSECRETkey93ab"
+SECRETS = (HF_TOKEN, API_KEY)
+
+COMMON_HEAD = [
+    "--model-path", "/models/Kimi-K2.5",
+    "--served-model-name", "kimi-k2.5",
+    "--host", "0.0.0.0",
+    "--port", "30000",
+]
+EAGLE3_AND_EXTRA = [
+    "--speculative-algorithm", "EAGLE3",
+    "--speculative-draft-model-path", "/models/Kimi-K2.5-eagle3",
+    "--speculative-num-steps", "3",
+    "--speculative-eagle-topk", "1",
+    "--speculative-num-draft-tokens", "4",
+    "--mem-fraction-static", "0.85",
+    "--trust-remote-code",
+]
+# argv the engine receives; the API key arrives through ${SGLANG_API_KEY} in ExecStart.
+EXPECTED_ARGV = {
+    # 0.5.8: the boolean fusion flag; 4 GPUs from the facts.
+    "sglang_service-old": COMMON_HEAD + ["--tp-size", "4", "--enable-torch-symm-mem",
+                                         "--enable-flashinfer-allreduce-fusion"]
+    + EAGLE3_AND_EXTRA + ["--api-key", API_KEY],
+    # 0.5.23 deprecates it: the backend flag with auto.
+    "sglang_service-new": COMMON_HEAD + ["--tp-size", "2", "--enable-torch-symm-mem",
+                                         "--flashinfer-allreduce-fusion-backend", "auto"]
+    + EAGLE3_AND_EXTRA + ["--api-key", API_KEY],
+}
+CRASH_MESSAGE = (
+    'sglang_service: refusing to deploy: SGLang 0.5.23 raises "FlashInfer allreduce fusion '
+    'requires SM90 or SM10X NVIDIA GPUs." at start-up, and this node has compute capability 12 '
+    "GPUs, so sglang.service would crash and restart in a loop. Set "
+    "sglang_service_flashinfer_fusion_enabled: false, install a release whose fusion supports "
+    "these GPUs, or set sglang_service_crash_policy: force if this release is patched to support them."
+)
+SM120_PCIE = {"present": True, "count": 2, "capability_majors": [12], "topology": {"summary": "pcie_only"}}
+
+
+NODES = ["sglang_service-old", "sglang_service-new"]
+
+
+@pytest.fixture(params=NODES)
+def node(request):
+    return request.param, lab_host(request.param)
+
+
+def _state(host):
+    """What a refused run must leave alone: file contents, mtimes, and the engine's launches."""
+    return (
+        host.file(UNIT).sha256sum, host.file(UNIT).mtime,
+        host.file(ENV_FILE).sha256sum, host.file(ENV_FILE).mtime,
+        len(records(host, LAUNCHES)),
+    )
+
+
+def test_unit_passes_systemd_analyze_verify_without_output(node):
+    host = node[1]
+    result = host.run("systemd-analyze verify %s", UNIT)
+    assert result.rc == 0
+    assert result.stdout == "" and result.stderr == ""
+
+
+def test_files_have_owners_and_modes(node):
+    host = node[1]
+    unit, env_file, conf_dir = host.file(UNIT), host.file(ENV_FILE), host.file("/etc/sglang")
+    assert (unit.user, unit.group, unit.mode) == ("root", "root", 0o644)
+    assert (env_file.user, env_file.group, env_file.mode) == ("root", "root", 0o600)
+    assert (conf_dir.user, conf_dir.group, conf_dir.mode) == ("root", "root", 0o755)
+
+
+def test_service_runs_under_systemd_as_the_service_user(node):
+    host = node[1]
+    assert host.run("systemctl is-active sglang.service").stdout.strip() == "active"
+    assert host.run("systemctl is-enabled sglang.service").stdout.strip() == "enabled"
+    launch = records(host, LAUNCHES)[-1]
+    assert launch["user"] == "sglang"
+    assert launch["python"] == "/opt/sglang/venv/bin/python"
+    assert launch["sglang_path"] == ["/opt/sglang/venv/lib/python3.11/site-packages/sglang"]
+    pid = host.run("systemctl show -p MainPID --value sglang.service").stdout.strip()
+    assert str(launch["pid"]) == pid
+    assert records(host, HEALTHY), "the health gate never saw /health answer 200"
+
+
+def test_engine_gets_exact_flags_for_its_release(node):
+    name, host = node
+    assert records(host, LAUNCHES)[-1]["argv"] == EXPECTED_ARGV[name]
+
+
+def test_environment_of_the_engine(node):
+    name, host = node
+    environ = records(host, LAUNCHES)[-1]["environ"]
+    assert environ["CUDA_HOME"] == "/usr/local/cuda"
+    assert environ["PATH"].startswith("/usr/local/cuda/bin:/opt/sglang/venv/bin:")
+    # The secrets reach the engine only through the environment file.
+    assert environ["HF_TOKEN"] == HF_TOKEN
+    assert environ["SGLANG_API_KEY"] == API_KEY
+    pcie = {key: value for key, value in environ.items() if key.startswith("SGLANG_") and "PCIE" in key}
+    if name == "sglang_service-new":
+        # 0.5.23 ships the PCIe IPC all-reduce and the facts say pcie_only.
+        assert pcie == {"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "1", "SGLANG_PCIE_IPC_MAX_NUMEL": "8388608"}
+    else:
+        assert pcie == {}
+
+
+def test_unit_limits_and_restart_policy(node):
+    host = node[1]
+    props = dict(
+        line.split("=", 1)
+        for line in host.check_output(
+            "systemctl show sglang.service -p LimitMEMLOCK -p LimitNOFILE -p LimitSTACK -p KillMode "
+            "-p Restart -p TimeoutStopUSec -p StartLimitBurst -p StartLimitIntervalUSec -p User -p Group"
+        ).splitlines()
+    )
+    assert props == {
+        "LimitMEMLOCK": "infinity", "LimitNOFILE": "1048576", "LimitSTACK": "67108864",
+        "KillMode": "mixed", "Restart": "on-failure", "TimeoutStopUSec": "2min",
+        "StartLimitBurst": "3", "StartLimitIntervalUSec": "10min", "User": "sglang", "Group": "sglang",
+    }
+
+
+def test_secrets_only_in_the_environment_file(node):
+    host = node[1]
+    unit = host.file(UNIT).content_string
+    show = host.check_output("systemctl show sglang.service")
+    cat = host.check_output("systemctl cat sglang.service")
+    for secret in SECRETS:
+        assert secret not in unit and secret not in show and secret not in cat
+    assert "--api-key ${SGLANG_API_KEY}" in unit
+    assert "${SGLANG_API_KEY}" in show
+    env_file = host.check_output("cat %s", ENV_FILE)
+    assert 'HF_TOKEN="%s"' % HF_TOKEN in env_file
+    assert 'SGLANG_API_KEY="%s"' % API_KEY in env_file
+
+
+def test_rerun_changes_nothing_and_prints_no_secret():
+    proc = run_playbook(CONVERGE, "--diff", "-v")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-5000:]
+    for secret in SECRETS:
+        assert secret not in output
+    for hostname in EXPECTED_ARGV:
+        assert recap(output, hostname)["changed"] == 0
+
+
+def test_refuses_fusion_on_sm120_with_a_release_that_raises(node):
+    name, host = node
+    if name != "sglang_service-new":
+        pytest.skip("the 0.5.23 node carries the release whose fusion raises on SM120")
+    before = _state(host)
+    # A new served name would rewrite the unit if the refusal did not stop the run first.
+    proc = run_playbook(CONVERGE, "--limit", name,
+                        extra_vars={"sglang_service_gpu": SM120_PCIE, "sglang_service_served_model_name": "renamed"})
+    assert proc.returncode == 2
+    assert CRASH_MESSAGE in " ".join(proc.stdout.split())
+    assert recap(proc.stdout, name)["changed"] == 0
+    assert _state(host) == before
+
+
+def test_crash_policy_warn_leaves_fusion_out(node):
+    name, host = node
+    if name != "sglang_service-new":
+        pytest.skip("the 0.5.23 node carries the release whose fusion raises on SM120")
+    before = _state(host)
+    proc = run_playbook(CONVERGE, "--check", "--diff", "--limit", name,
+                        extra_vars={"sglang_service_gpu": SM120_PCIE, "sglang_service_crash_policy": "warn"})
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    assert "sglang_service: WARNING: leaving FlashInfer all-reduce fusion out" in " ".join(proc.stdout.split())
+    assert "-    --flashinfer-allreduce-fusion-backend auto \\" in proc.stdout
+    assert "--tp-size 2 \\\n+    --enable-torch-symm-mem \\\n+    --speculative-algorithm" not in proc.stdout
+    assert _state(host) == before
+
+
+def test_crash_policy_force_deploys_as_asked(node):
+    name, host = node
+    if name != "sglang_service-new":
+        pytest.skip("the 0.5.23 node carries the release whose fusion raises on SM120")
+    proc = run_playbook(CONVERGE, "--check", "--diff", "--limit", name,
+                        extra_vars={"sglang_service_gpu": SM120_PCIE, "sglang_service_crash_policy": "force"})
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    assert "WARNING" not in proc.stdout
+    assert recap(proc.stdout, name)["changed"] == 0
+
+
+def test_refuses_a_flag_the_release_does_not_have(node):
+    name, host = node
+    if name != "sglang_service-old":
+        pytest.skip("the 0.5.8 node lacks the newer fusion backend flag")
+    before = _state(host)
+    proc = run_playbook(CONVERGE, "--limit", name,
+                        extra_vars={"sglang_service_extra_args": ["--flashinfer-allreduce-fusion-backend=auto"]})
+    assert proc.returncode == 2
+    assert (
+        "sglang_service: SGLang 0.5.8 installed in /opt/sglang/venv has no "
+        "--flashinfer-allreduce-fusion-backend; nothing was written." in " ".join(proc.stdout.split())
+    )
+    assert _state(host) == before

@@ -1,0 +1,75 @@
+"""site.yml from a fresh copy of the repository: with nothing installed and no
+ANSIBLE_COLLECTIONS_PATH, the repository's ansible.cfg resolves blackwell.sglang to the clone."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+from conftest import ROOT, VENV_BIN
+
+
+def _fresh_clone(tmp_path):
+    dest = tmp_path / "ansible_collections" / "blackwell" / "sglang"
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT, check=True, capture_output=True,
+    ).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        src = ROOT / rel
+        if src.exists():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel, follow_symlinks=False)
+    return dest
+
+
+def _plain_env(tmp_path):
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
+    # No user-level collections either: only what the clone itself provides.
+    env.update(HOME=str(tmp_path / "home"), ANSIBLE_NOCOLOR="1",
+               PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}")
+    return env
+
+
+def test_site_playbook_syntax_check_passes_in_a_fresh_clone(tmp_path):
+    clone = _fresh_clone(tmp_path)
+    proc = subprocess.run(
+        [str(VENV_BIN / "ansible-playbook"), "site.yml", "-i", "inventories/example", "--syntax-check"],
+        cwd=clone, env=_plain_env(tmp_path), capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "playbook: site.yml" in proc.stdout
+
+
+def test_site_playbook_lists_the_roles_in_rollout_order(tmp_path):
+    clone = _fresh_clone(tmp_path)
+    proc = subprocess.run(
+        [str(VENV_BIN / "ansible-playbook"), "site.yml", "-i", "inventories/example", "--list-tasks"],
+        cwd=clone, env=_plain_env(tmp_path), capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    plays = [line.strip() for line in proc.stdout.splitlines() if line.strip().startswith("play #")]
+    assert [play.split(": ", 1)[1].split(" ")[0] for play in plays] == ["all", "all"]
+    tasks = [line.strip() for line in proc.stdout.splitlines() if " : " in line]
+    order = []
+    for line in tasks:
+        role = line.split(" : ", 1)[0].split(".")[-1]
+        if role not in order:
+            order.append(role)
+    assert order == ["cuda13", "sglang_install", "sglang_sm120_patch", "sglang_service"]
+
+
+def test_inventory_example_sets_only_documented_role_variables():
+    """Every sglang_service_* variable the example sets is one the role documents."""
+    import yaml
+
+    specs = yaml.safe_load((ROOT / "roles/sglang_service/meta/argument_specs.yml").read_text())
+    documented = set(specs["argument_specs"]["main"]["options"])
+    defaults = set(yaml.safe_load((ROOT / "roles/sglang_service/defaults/main.yml").read_text()))
+    assert defaults == documented - {"sglang_service_model_path"}
+    example = yaml.safe_load((ROOT / "inventories/example/group_vars/sglang_nodes.yml").read_text())
+    used = {name for name in example if name.startswith("sglang_service_")}
+    assert used <= documented, used - documented
+    # Every role variable appears in the example, set or as a commented line.
+    text = (ROOT / "inventories/example/group_vars/sglang_nodes.yml").read_text()
+    assert [name for name in sorted(documented) if name not in text and name != "sglang_service_gpu"] == []

@@ -1,0 +1,97 @@
+"""Lab stand-in for ``python -m sglang.launch_server``: NOT the inference engine.
+
+Records how systemd started it (argv, environment, user) as one JSON line in
+/var/lib/sglang-standin/launches.jsonl, then serves ``/health`` and ``/health_generate`` on the
+``--host``/``--port`` it was given, answering 503 until a start-up delay has passed and 200
+afterwards, like an engine that loads its model. The first 200 is recorded in healthy.jsonl.
+
+Told what to do by /etc/sglang-standin/config.json (the unit stays exactly the production
+one):  {"health_delay": 1.0, "mode": "serve" | "unhealthy" | "exit"}
+  serve      healthy after health_delay seconds (default)
+  unhealthy  keeps answering 503, like an engine that never finishes loading
+  exit       exits with status 1 right after recording, like an engine that crashes
+"""
+import http.server
+import json
+import os
+import pwd
+import signal
+import sys
+import threading
+import time
+
+CONFIG = "/etc/sglang-standin/config.json"
+RECORDS = "/var/lib/sglang-standin"
+
+
+def _option(argv, name, default):
+    for index, word in enumerate(argv):
+        if word == name and index + 1 < len(argv):
+            return argv[index + 1]
+        if word.startswith(name + "="):
+            return word.split("=", 1)[1]
+    return default
+
+
+def _append(name, record):
+    path = os.path.join(RECORDS, name)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a") as handle:
+        handle.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def main():
+    argv = sys.argv[1:]
+    try:
+        with open(CONFIG) as handle:
+            config = json.load(handle)
+    except FileNotFoundError:
+        config = {}
+    mode = config.get("mode", "serve")
+    delay = float(config.get("health_delay", 1.0))
+    started = time.time()
+    _append("launches.jsonl", {
+        "time": started,
+        "pid": os.getpid(),
+        "argv": argv,
+        "environ": dict(os.environ),
+        "user": pwd.getpwuid(os.getuid()).pw_name,
+        "python": sys.executable,
+        "sglang_path": list(sys.modules["sglang"].__path__),
+        "mode": mode,
+    })
+    if mode == "exit":
+        print("sglang stand-in: told to fail (mode exit)", file=sys.stderr)
+        sys.exit(1)
+
+    healthy_recorded = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path not in ("/health", "/health_generate"):
+                self.send_error(404)
+                return
+            ready = mode == "serve" and time.time() - started >= delay
+            if ready and not healthy_recorded.is_set():
+                healthy_recorded.set()
+                _append("healthy.jsonl", {"time": time.time(), "pid": os.getpid(), "path": self.path})
+            body = b"{}" if ready else b'{"status": "loading"}'
+            self.send_response(200 if ready else 503)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, fmt, *args):
+            sys.stderr.write("sglang stand-in: " + (fmt % args) + "\n")
+
+    server = http.server.ThreadingHTTPServer(
+        (_option(argv, "--host", "127.0.0.1"), int(_option(argv, "--port", "30000"))), Handler
+    )
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    print("sglang stand-in: serving on %s:%s (mode %s)" % (server.server_address + (mode,)), flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

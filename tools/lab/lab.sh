@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The lab from nothing: installs what it needs, builds the base image and the local package
+# sources, starts LAB_NODES (default 3) container nodes reached over SSH on loopback ports,
+# converges site.yml against them with inventories/lab, and prints the drift report.
+#
+#   tools/lab/lab.sh up      # what `make lab` runs
+#   tools/lab/lab.sh down    # what `make lab-down` runs
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+export BLACKWELL_VENV=${BLACKWELL_VENV:-$root/.venv}
+export LAB_STATE=${LAB_STATE:-$root/lab/state}
+export LAB_INVENTORY=$root/inventories/lab/hosts.yml
+playbook=${LAB_PLAYBOOK:-$root/site.yml}
+
+step() { printf '\n==> %s\n' "$*"; }
+
+down() {
+  tools/lab/fleet.sh down
+}
+
+up() {
+  step "Installing podman, debootstrap and the Python tooling (tools/bootstrap.sh)"
+  tools/bootstrap.sh
+  step "Building the lab base image (tools/lab/build-image.sh)"
+  LAB_IMAGE=$(tools/lab/build-image.sh | tail -n 1)
+  export LAB_IMAGE
+  echo "$LAB_IMAGE"
+
+  # The nodes read NVIDIA's repository and PyPI from local copies the lab builds, mounted
+  # where inventories/lab/group_vars/lab.yml points the roles.
+  local volumes=()
+  if [ -x tools/lab/build-cuda-repo.sh ]; then
+    step "Building the local CUDA apt repository (tools/lab/build-cuda-repo.sh)"
+    volumes+=("$(tools/lab/build-cuda-repo.sh | tail -n 1):/srv/cuda-repo:ro")
+  fi
+  if [ -x tools/lab/build-wheelhouse.sh ]; then
+    step "Filling the SGLang wheelhouse (tools/lab/build-wheelhouse.sh)"
+    volumes+=("$(BLACKWELL_PYTHON=$BLACKWELL_VENV/bin/python tools/lab/build-wheelhouse.sh | tail -n 1):/srv/wheelhouse:ro")
+  fi
+  export LAB_VOLUMES="${volumes[*]:-}"
+
+  step "Starting ${LAB_NODES:-3} lab nodes (tools/lab/fleet.sh)"
+  tools/lab/fleet.sh up "${LAB_NODES:-3}"
+
+  if [ ! -f "$playbook" ]; then
+    echo "lab: $playbook does not exist yet; converging the drift fixture playbook instead" >&2
+    playbook=$root/tests/integration/fleet/fixture.yml
+  fi
+  export ANSIBLE_COLLECTIONS_PATH
+  ANSIBLE_COLLECTIONS_PATH=$(tools/collection-path.sh)
+  step "Converging $(basename "$playbook") on the lab"
+  "$BLACKWELL_VENV/bin/ansible-playbook" -i inventories/lab "$playbook"
+
+  step "Drift report (tools/drift-report)"
+  local rc=0
+  tools/drift-report -i inventories/lab -p "$playbook" \
+    --json "$LAB_STATE/drift-report.json" --markdown "$LAB_STATE/drift-report.md" || rc=$?
+
+  cat <<EOF
+
+The lab is up: $(grep -c '^        [^ ].*:$' "$LAB_INVENTORY") node(s), inventory inventories/lab/.
+  ssh -i lab/state/id_ed25519 -p $((${LAB_PORT_BASE:-2200} + 1)) root@127.0.0.1   # node 1
+  tools/drift-report -i inventories/lab -p $(realpath --relative-to="$root" "$playbook")   # check again
+Report files: lab/state/drift-report.json, lab/state/drift-report.md
+Tear it down with: make lab-down
+EOF
+  return "$rc"
+}
+
+case "${1:-up}" in
+  up) up ;;
+  down) down ;;
+  *) echo "lab: unknown command '$1' (up, down)" >&2; exit 1 ;;
+esac
