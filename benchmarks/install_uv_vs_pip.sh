@@ -60,10 +60,13 @@ install uv "$work/venv-prime" "$work/uv-warm-cache"
 
 declare -A times
 for i in $(seq 1 "$runs"); do
-  times[pip]+="$(timed pip pip "") "
-  times[uv_cold]+="$(timed uv-cold uv "$work/uv-cold-cache-$i") "
-  times[uv_warm]+="$(timed uv-warm uv "$work/uv-warm-cache") "
-  echo "run $i: pip ${times[pip]##* } uv-cold ${times[uv_cold]##* } uv-warm ${times[uv_warm]##* }" | tr -s ' '
+  pip_s=$(timed pip pip "")
+  cold_s=$(timed uv-cold uv "$work/uv-cold-cache-$i")
+  warm_s=$(timed uv-warm uv "$work/uv-warm-cache")
+  times[pip]+="$pip_s "
+  times[uv_cold]+="$cold_s "
+  times[uv_warm]+="$warm_s "
+  echo "run $i: pip $pip_s s, uv cold $cold_s s, uv warm $warm_s s"
 done >&2
 
 python3 - "$runs" "$compile" "$(grep -cv '^#' "$set_file")" "${times[pip]}" "${times[uv_cold]}" "${times[uv_warm]}" <<'PY'
