@@ -18,7 +18,12 @@ def run_playbook(playbook, *args, extra_vars=None):
     command = [ANSIBLE_PLAYBOOK, "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(playbook), *args]
     if extra_vars is not None:
         command += ["-e", json.dumps(extra_vars)]
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    # This checkout as blackwell.sglang, ahead of any copy installed under ~/.ansible.
+    project = os.environ["MOLECULE_PROJECT_DIRECTORY"]
+    collections = subprocess.run(
+        [os.path.join(project, "tools", "collection-path.sh")], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_COLLECTIONS_PATH=collections)
     return subprocess.run(command, capture_output=True, text=True, env=env, check=False)
 
 

@@ -21,7 +21,7 @@ description:
   - With O(check_flags), also reports which of the given flags the release does not have.
   - Read-only; never changes the node.
 author:
-  - blackwell.sglang contributors
+  - blackwell.sglang maintainers (@blackwell-sglang)
 options:
   venv:
     description:
@@ -42,8 +42,10 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Reads only; behaves the same in check mode.
   diff_mode:
     support: none
+    description: Changes nothing, so there is no diff.
 notes:
   - Reads the release from its source text; a release that builds flags at run time in a way
     this module does not know would show fewer flags, never more.

@@ -3,8 +3,11 @@ ANSIBLE_COLLECTIONS_PATH, the repository's ansible.cfg resolves blackwell.sglang
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+
+import yaml
 
 from conftest import ROOT, VENV_BIN
 
@@ -48,8 +51,8 @@ def test_site_playbook_lists_the_roles_in_rollout_order(tmp_path):
         cwd=clone, env=_plain_env(tmp_path), capture_output=True, text=True, check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    plays = [line.strip() for line in proc.stdout.splitlines() if line.strip().startswith("play #")]
-    assert [play.split(": ", 1)[1].split(" ")[0] for play in plays] == ["all", "all"]
+    plays = re.findall(r"play #\d+ \(([^)]*)\): ([^\t]*)\t", proc.stdout)
+    assert plays == [("all", "Check the nodes before the rollout"), ("all", "Converge SGLang nodes batch by batch")]
     tasks = [line.strip() for line in proc.stdout.splitlines() if " : " in line]
     order = []
     for line in tasks:
@@ -61,7 +64,6 @@ def test_site_playbook_lists_the_roles_in_rollout_order(tmp_path):
 
 def test_inventory_example_sets_only_documented_role_variables():
     """Every sglang_service_* variable the example sets is one the role documents."""
-    import yaml
 
     specs = yaml.safe_load((ROOT / "roles/sglang_service/meta/argument_specs.yml").read_text())
     documented = set(specs["argument_specs"]["main"]["options"])
@@ -72,4 +74,4 @@ def test_inventory_example_sets_only_documented_role_variables():
     assert used <= documented, used - documented
     # Every role variable appears in the example, set or as a commented line.
     text = (ROOT / "inventories/example/group_vars/sglang_nodes.yml").read_text()
-    assert [name for name in sorted(documented) if name not in text and name != "sglang_service_gpu"] == []
+    assert [name for name in sorted(documented) if name not in text] == []
