@@ -485,7 +485,7 @@ def main(argv: list | None = None) -> int:
     parser.add_argument("--markdown", dest="md_path", help="write the report as Markdown to this path")
     parser.add_argument("--project-dir",
                         help="directory ansible-playbook runs in, where its ansible.cfg is read "
-                        "(default: the playbook's directory)")
+                        "(default: the current directory, as for ansible-playbook itself)")
     parser.add_argument("--save-events", help="write the run's ansible-runner events (JSON lines) here")
     parser.add_argument("--from-events",
                         help="build the report from events saved by --save-events instead of running")
@@ -509,7 +509,7 @@ def main(argv: list | None = None) -> int:
         for inv in args.inventory:
             if not Path(inv).exists() and "," not in inv:
                 parser.error(f"inventory not found: {inv}")
-        project_dir = Path(args.project_dir) if args.project_dir else playbook.resolve().parent
+        project_dir = Path(args.project_dir) if args.project_dir else Path.cwd()
         if args.save_events:
             collector.record = []
         report, output = run_check(playbook, args.inventory, args.limit, args.extra_vars,

@@ -76,7 +76,7 @@ def ran(tasks, name):
 
 def messages(tasks):
     out = []
-    for _, result in tasks:
+    for _name, result in tasks:
         for item in result.get("results", [result]):
             if isinstance(item, dict) and isinstance(item.get("msg"), str) and not item.get("skipped"):
                 out.append(item["msg"])
@@ -174,7 +174,7 @@ def test_release_without_the_communicator_is_skipped_or_refused(tmp_path):
     tasks = run_role(
         tmp_path, venv, expect_rc=2, sglang_sm120_patch_capabilities=[12], sglang_sm120_patch_missing_policy="fail"
     )
-    assert [r["msg"] for _, r in tasks if r.get("failed")] == [message]
+    assert [r["msg"] for _name, r in tasks if r.get("failed")] == [message]
     assert snapshot(package) == pristine
 
 
@@ -182,7 +182,7 @@ def test_venv_without_sglang_is_refused(tmp_path):
     venv = tmp_path / "empty"
     (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
     tasks = run_role(tmp_path, venv, expect_rc=2, sglang_sm120_patch_capabilities=[12])
-    assert [r["msg"] for _, r in tasks if r.get("failed")] == [
+    assert [r["msg"] for _name, r in tasks if r.get("failed")] == [
         f"no SGLang package under {venv}/lib/python3.*/site-packages; install it first (sglang_install)"
     ]
 
@@ -202,6 +202,6 @@ def test_bad_state_is_refused_by_the_argument_spec(tmp_path):
     venv, package = make_venv(tmp_path, RELEASE)
     pristine = snapshot(package)
     tasks = run_role(tmp_path, venv, expect_rc=2, sglang_sm120_patch_capabilities=[12], sglang_sm120_patch_state="gone")
-    (msg,) = [r["msg"] for _, r in tasks if r.get("failed")]
+    (msg,) = [r["msg"] for _name, r in tasks if r.get("failed")]
     assert "value of sglang_sm120_patch_state must be one of: present, absent, got: gone" in msg
     assert snapshot(package) == pristine

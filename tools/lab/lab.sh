@@ -28,7 +28,7 @@ up() {
   echo "$LAB_IMAGE"
 
   # The nodes read NVIDIA's repository and PyPI from local copies the lab builds, mounted
-  # where inventories/lab/group_vars/lab.yml points the roles.
+  # where inventories/lab/group_vars/all.yml points the roles.
   local volumes=()
   if [ -x tools/lab/build-cuda-repo.sh ]; then
     step "Building the local CUDA apt repository (tools/lab/build-cuda-repo.sh)"
@@ -49,6 +49,13 @@ up() {
   fi
   export ANSIBLE_COLLECTIONS_PATH
   ANSIBLE_COLLECTIONS_PATH=$(tools/collection-path.sh)
+  if [ "$playbook" = "$root/site.yml" ]; then
+    # No GPU, no engine: the shared lab preparation puts the stand-in launcher where
+    # `python -m sglang.launch_server` finds it, as the roles' own scenarios do.
+    step "Preparing the nodes (the stand-in launcher for the engine)"
+    MOLECULE_PROJECT_DIRECTORY=$root "$BLACKWELL_VENV/bin/ansible-playbook" -i inventories/lab \
+      molecule/shared/prepare_standin.yml
+  fi
   step "Converging $(basename "$playbook") on the lab"
   "$BLACKWELL_VENV/bin/ansible-playbook" -i inventories/lab "$playbook"
 

@@ -68,7 +68,7 @@ def main(venv):
             digest = base64.urlsafe_b64encode(hashlib.sha256(handle.read()).digest()).rstrip(b"=").decode()
         files[rel] = {"sha256": digest, "record_sha256": record.get("sglang/" + rel), "dict": evaluate(path, name)}
     missing, modules = [], 0
-    for root, _, names in os.walk(package):
+    for root, _dirs, names in os.walk(package):
         for fname in names:
             if fname.endswith(".py"):
                 modules += 1

@@ -1,11 +1,12 @@
-"""The sglang_patch scenario: SGLang installed and patched in the lab, upgraded, checked, rolled back.
+"""The sglang_patch scenario: SGLang installed and patched in the lab, upgraded and checked.
 
 The host tests assert the state converge left behind (release A, 0.5.8, on both nodes). The
 stage tests after them drive ansible-playbook from the controller against the same containers,
 in order: the upgrade to release B (0.5.18) that drops the patch, check mode reporting exactly
 that drift, the converge that re-applies it, a second converge and check mode that report
 nothing, and bad input (rollback with state absent is proven in tests/integration). Every
-file assertion reads the installed files inside the containers (tests/probe_sglang.py); nothing here imports SGLang.
+file assertion reads the installed files inside the containers (tests/probe_sglang.py);
+nothing here imports SGLang.
 """
 from __future__ import annotations
 
@@ -151,7 +152,7 @@ def test_one_restart_requested_for_the_patch(host):
 # --- stages driven from the controller, in order ----------------------------------------------
 
 def test_upgrade_to_release_b_drops_the_patch():
-    changed, _ = playbook("upgrade.yml", "-e", f"sglang_install_version={RELEASE_B}")
+    changed, _report = playbook("upgrade.yml", "-e", f"sglang_install_version={RELEASE_B}")
     install = f"blackwell.sglang.sglang_install : Install the pinned SGLang release {RELEASE_B}"
     assert changed == {SM120: [install], SM90: [install]}
     for name in (SM120, SM90):
@@ -164,14 +165,14 @@ def test_upgrade_to_release_b_drops_the_patch():
 
 def test_check_mode_reports_exactly_the_patch_drift():
     before = {name: probe(name) for name in (SM120, SM90)}
-    changed, _ = playbook("converge.yml", "--check", "-e", f"sglang_install_version={RELEASE_B}")
+    changed, _report = playbook("converge.yml", "--check", "-e", f"sglang_install_version={RELEASE_B}")
     assert changed == {SM120: [PATCH_TASK, RESTART], SM90: []}
     assert {name: probe(name) for name in (SM120, SM90)} == before
     assert len(restarts(SM120)) == 1
 
 
 def test_converge_reapplies_the_patch_on_release_b():
-    changed, _ = playbook("converge.yml", "-e", f"sglang_install_version={RELEASE_B}")
+    changed, _report = playbook("converge.yml", "-e", f"sglang_install_version={RELEASE_B}")
     assert changed == {SM120: [PATCH_TASK, RESTART], SM90: []}
     state = probe(SM120)
     assert state["version"] == RELEASE_B
@@ -184,11 +185,11 @@ def test_converge_reapplies_the_patch_on_release_b():
 
 
 def test_converged_release_b_is_idempotent_and_check_clean():
-    changed, _ = playbook("converge.yml", "-e", f"sglang_install_version={RELEASE_B}")
+    changed, _report = playbook("converge.yml", "-e", f"sglang_install_version={RELEASE_B}")
     assert changed == {SM120: [], SM90: []}
     before = probe(SM120)
     assert_patched(before)
-    changed, _ = playbook("converge.yml", "--check", "-e", f"sglang_install_version={RELEASE_B}")
+    changed, _report = playbook("converge.yml", "--check", "-e", f"sglang_install_version={RELEASE_B}")
     assert changed == {SM120: [], SM90: []}
     assert probe(SM120) == before
     assert len(restarts(SM120)) == 2
@@ -213,3 +214,35 @@ def test_offline_install_without_wheelhouse_is_refused():
     assert failures(report) == {
         SM90: "sglang_install_no_index is true but sglang_install_find_links is empty; nothing could be installed"
     }
+
+
+# Stand-in for the torch/version.py a CUDA 12.8 torch wheel carries (the real wheel is 900 MB of
+# CUDA libraries), in the format torch's build writes; the role reads it without importing.
+TORCH_CU128_VERSION_PY = """from typing import Optional
+
+__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip', 'xpu']
+__version__ = '2.9.1+cu128'
+debug = False
+cuda: Optional[str] = '12.8'
+git_version = '0000000000000000000000000000000000000000'
+hip: Optional[str] = None
+xpu: Optional[str] = None
+"""
+
+
+def test_cuda_12_torch_fails_the_cuda_13_policy():
+    torch_dir = f"{VENV}/lib/python3.11/site-packages/torch"
+    sm90 = node(SM90)
+    sm90.check_output("mkdir -p %s && printf '%%s' %s > %s/version.py", torch_dir, TORCH_CU128_VERSION_PY, torch_dir)
+    try:
+        changed, report = playbook(
+            "upgrade.yml", "-l", SM90, "-e", f"sglang_install_version={RELEASE_B}",
+            "-e", "sglang_install_torch_cuda_policy=fail", expect_rc=2,
+        )
+        assert changed == {SM90: []}
+        assert failures(report) == {
+            SM90: "torch in /opt/sglang/venv is built for CUDA '12.8', not CUDA 13.x; install a CUDA 13 torch "
+                  "(for example from PyTorch's cu130 index through sglang_install_extra_index_urls)"
+        }
+    finally:
+        sm90.check_output("rm -rf %s", torch_dir)
