@@ -43,6 +43,15 @@ def records(host, path):
     return [json.loads(line) for line in content.splitlines() if line.strip()]
 
 
+def failure_message(output, hostname):
+    """The msg of the task that failed on hostname, decoded from the callback's JSON."""
+    marker = "fatal: [%s]: FAILED! => " % hostname
+    for line in output.splitlines():
+        if line.startswith(marker):
+            return json.loads(line[len(marker):])["msg"]
+    raise AssertionError("no failed task for %s in:\n%s" % (hostname, output[-3000:]))
+
+
 def recap(output, hostname):
     """The PLAY RECAP counters of one host, e.g. {'ok': 10, 'changed': 0, ...}."""
     for line in output.splitlines():

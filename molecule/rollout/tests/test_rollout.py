@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from labtools import HEALTHY, LAUNCHES, lab_host, records, run_playbook
+from labtools import HEALTHY, LAUNCHES, failure_message, lab_host, records, run_playbook
 
 NODES = ["rollout-node1", "rollout-node2", "rollout-node3"]
 CONVERGE = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml"
@@ -43,11 +43,10 @@ def test_a_node_failing_its_health_gate_stops_the_rollout_and_the_others_keep_se
         CONVERGE, SKIP, "--extra-vars=sglang_rollout_serial=1",
         extra_vars={"sglang_service_extra_args": ["--log-level", "info"], "sglang_service_health_timeout": 6},
     )
-    output = " ".join(proc.stdout.split())
     assert proc.returncode == 2, proc.stdout[-5000:]
-    assert (
+    assert failure_message(proc.stdout, "rollout-node2") == (
         "sglang_service: sglang.service on rollout-node2 did not become healthy within 6s "
-        "(/health: 503); the rollout stops here." in output
+        "(/health: 503); the rollout stops here. See journalctl -u sglang.service on that node."
     )
 
     # Batch 1 rolled forward and serves the new arguments.
