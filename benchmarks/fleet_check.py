@@ -60,8 +60,15 @@ def timed_run(cmd: list, env: dict, control_dir: Path, log: Path) -> dict:
     load_before = os.getloadavg()[0]
     with open(log, "w", encoding="utf-8") as out:
         start = time.monotonic()
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-        status, usage = os.wait4(proc.pid, 0)[1:]
+        # A process group of its own, so an interrupted benchmark takes its workers down too.
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                                start_new_session=True)
+        try:
+            status, usage = os.wait4(proc.pid, 0)[1:]
+        except BaseException:
+            os.killpg(proc.pid, 15)
+            master_cpu_seconds(control_dir)
+            raise
         wall = time.monotonic() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     tree_cpu = usage.ru_utime + usage.ru_stime

@@ -297,7 +297,9 @@ class DriftCollector:
             else:
                 report.status = "ok"
         statuses = [r.status for r in self.hosts.values()]
-        if self.stats is None:
+        if self.stats is None or not self.hosts:
+            # No statistics: the run stopped early. No hosts: the inventory or limit matched
+            # nothing, and "no drift" would be a verdict on nothing.
             exit_code = EXIT_FAILED
         elif any(s in ("unreachable", "failed") for s in statuses):
             exit_code = EXIT_FAILED
@@ -365,6 +367,8 @@ def summary_line(report: dict) -> str:
     s = report["summary"]
     if not s["run_completed"]:
         return "The check run did not complete: no verdict (see the output above)."
+    if not s["hosts"]:
+        return "No host was checked: the inventory or the limit matched nothing."
     return (
         f"{s['hosts']} host(s): {s['drifted_hosts']} drifted ({s['drifted_tasks']} task result(s)), "
         f"{s['failed_hosts']} failed, {s['unreachable_hosts']} unreachable; "

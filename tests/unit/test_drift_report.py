@@ -175,6 +175,13 @@ def test_a_run_that_never_reached_statistics_is_a_failure_without_verdict():
     assert drift_report.summary_line(report).startswith("The check run did not complete")
 
 
+def test_a_run_that_checked_no_host_is_a_failure_not_a_clean_bill():
+    report = collect(stats())
+    assert report["summary"]["exit_code"] == drift_report.EXIT_FAILED
+    assert drift_report.summary_line(report) == (
+        "No host was checked: the inventory or the limit matched nothing.")
+
+
 def test_role_tasks_are_labelled_with_their_role():
     report = collect(ev("runner_on_ok", "h1", "Write unit", {"changed": True, "msg": "x"},
                         role="sglang_service"), stats("h1"))
