@@ -43,9 +43,11 @@ def records(host, path):
     return [json.loads(line) for line in content.splitlines() if line.strip()]
 
 
-def failure_message(output, hostname):
-    """The msg of the task that failed on hostname, decoded from the callback's JSON."""
+def failure_message(proc, hostname):
+    """The msg of the task that failed on hostname, decoded from the callback's JSON (which
+    ansible-core 2.19 writes to stderr)."""
     marker = "fatal: [%s]: FAILED! => " % hostname
+    output = proc.stdout + "\n" + proc.stderr
     for line in output.splitlines():
         if line.startswith(marker):
             return json.loads(line[len(marker):])["msg"]

@@ -44,7 +44,7 @@ def test_a_node_failing_its_health_gate_stops_the_rollout_and_the_others_keep_se
         extra_vars={"sglang_service_extra_args": ["--log-level", "info"], "sglang_service_health_timeout": 6},
     )
     assert proc.returncode == 2, proc.stdout[-5000:]
-    assert failure_message(proc.stdout, "rollout-node2") == (
+    assert failure_message(proc, "rollout-node2") == (
         "sglang_service: sglang.service on rollout-node2 did not become healthy within 6s "
         "(/health: 503); the rollout stops here. See journalctl -u sglang.service on that node."
     )

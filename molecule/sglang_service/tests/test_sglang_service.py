@@ -167,7 +167,7 @@ def test_refuses_fusion_on_sm120_with_a_release_that_raises(node):
     proc = run_playbook(CONVERGE, "--limit", name,
                         extra_vars={"sglang_service_gpu": SM120_PCIE, "sglang_service_served_model_name": "renamed"})
     assert proc.returncode == 2
-    assert failure_message(proc.stdout, name) == CRASH_MESSAGE
+    assert failure_message(proc, name) == CRASH_MESSAGE
     assert recap(proc.stdout, name)["changed"] == 0
     assert _state(host) == before
 
@@ -204,7 +204,7 @@ def test_refuses_a_flag_the_release_does_not_have(node):
     proc = run_playbook(CONVERGE, "--limit", name,
                         extra_vars={"sglang_service_extra_args": ["--flashinfer-allreduce-fusion-backend=auto"]})
     assert proc.returncode == 2
-    assert failure_message(proc.stdout, name) == (
+    assert failure_message(proc, name) == (
         "sglang_service: SGLang 0.5.8 installed in /opt/sglang/venv has no "
         "--flashinfer-allreduce-fusion-backend; nothing was written. Remove or rename it "
         "(sglang_service_extra_args and the sglang_service_* feature switches), or install a "
