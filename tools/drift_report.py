@@ -244,6 +244,10 @@ class DriftCollector:
             return
         host = data.get("host")
         res = data.get("res") or result_from_stdout(event.get("stdout", ""))
+        # A no_log task's result reaches the event censored down to one key, `changed` gone
+        # with the rest; the printed line still carries it (and nothing secret).
+        if "censored" in res and "changed" not in res:
+            res = {**result_from_stdout(event.get("stdout", "")), **res}
         if not host:
             return
         # A looping task sends one event per item, then an aggregate carrying every item's
@@ -265,6 +269,8 @@ class DriftCollector:
             if not res.get("changed"):
                 return
             reason, changed_path = describe_change(action, res)
+            if "censored" in res:
+                reason = "would change (no_log: the task's details are hidden)"
             finding = Finding(task, action, reason, changed_path or "", item)
             (report.handlers if is_handler else report.drift).append(finding)
         elif kind in ("runner_on_skipped", "runner_item_on_skipped"):

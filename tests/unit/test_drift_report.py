@@ -241,3 +241,23 @@ def test_cli_rejects_a_missing_playbook_before_running_anything(tmp_path, capsys
         drift_report.main(["-i", str(inventory), "-p", str(tmp_path / "nope.yml")])
     assert exc.value.code == drift_report.EXIT_USAGE
     assert f"drift-report: error: playbook not found: {tmp_path / 'nope.yml'}" in capsys.readouterr().err
+
+
+def test_a_no_log_task_that_would_change_is_drift_and_its_result_stays_hidden():
+    censored = {"censored": "the output has been hidden due to the fact that 'no_log: true' was "
+                            "specified for this result"}
+    printed = ('changed: [h1] => {"censored": "the output has been hidden due to the fact that '
+               '\'no_log: true\' was specified for this result", "changed": %s}')
+    report = collect(
+        ev("runner_on_ok", "h1", "Write the secrets file", dict(censored),
+           action="ansible.builtin.template", stdout=printed % "true"),
+        ev("runner_on_ok", "h2", "Write the secrets file", dict(censored),
+           action="ansible.builtin.template", stdout=printed.replace("changed:", "ok:") % "false"),
+        stats("h1", "h2"),
+    )
+    assert labels(report, "h1") == ["Write the secrets file"]
+    assert labels(report, "h2") == []
+    assert report["hosts"]["h1"]["status"] == "drift"
+    assert report["hosts"]["h2"]["status"] == "ok"
+    assert report["hosts"]["h1"]["drift"][0]["reason"] == (
+        "would change (no_log: the task's details are hidden)")
