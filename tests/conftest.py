@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,22 @@ def ansible_env(**extra: str) -> dict:
     )
     env.update(extra)
     return env
+
+
+def copy_as_collection(tmp_path: Path) -> Path:
+    """Copy the tracked (and untracked, not ignored) files to tmp_path as
+    ansible_collections/blackwell/sglang, the layout ansible-test and a fresh clone use."""
+    dest = tmp_path / "ansible_collections" / "blackwell" / "sglang"
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT, check=True, capture_output=True,
+    ).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        src = ROOT / rel
+        if src.exists():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel, follow_symlinks=False)
+    return dest
 
 
 @pytest.fixture(scope="session")

@@ -1,24 +1,13 @@
 """ansible-test sanity on a copy of the tracked tree laid out as ansible_collections/blackwell/sglang."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 
-from conftest import ROOT, VENV_BIN, ansible_env
+from conftest import VENV_BIN, ansible_env, copy_as_collection
 
 
 def test_ansible_test_sanity_passes(tmp_path):
-    dest = tmp_path / "ansible_collections" / "blackwell" / "sglang"
-    files = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=ROOT, check=True, capture_output=True,
-    ).stdout.decode().split("\0")
-    for rel in filter(None, files):
-        src = ROOT / rel
-        if not src.exists():
-            continue
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dest / rel, follow_symlinks=False)
+    dest = copy_as_collection(tmp_path)
     # ansible-test lists the collection's files through git when it sits in a repository.
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     subprocess.run(["git", "add", "-A"], cwd=dest, check=True)

@@ -4,26 +4,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 
 import yaml
 
-from conftest import ROOT, VENV_BIN
-
-
-def _fresh_clone(tmp_path):
-    dest = tmp_path / "ansible_collections" / "blackwell" / "sglang"
-    files = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=ROOT, check=True, capture_output=True,
-    ).stdout.decode().split("\0")
-    for rel in filter(None, files):
-        src = ROOT / rel
-        if src.exists():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / rel, follow_symlinks=False)
-    return dest
+from conftest import ROOT, VENV_BIN, copy_as_collection
 
 
 def _plain_env(tmp_path):
@@ -35,7 +20,7 @@ def _plain_env(tmp_path):
 
 
 def test_site_playbook_syntax_check_passes_in_a_fresh_clone(tmp_path):
-    clone = _fresh_clone(tmp_path)
+    clone = copy_as_collection(tmp_path)
     proc = subprocess.run(
         [str(VENV_BIN / "ansible-playbook"), "site.yml", "-i", "inventories/example", "--syntax-check"],
         cwd=clone, env=_plain_env(tmp_path), capture_output=True, text=True, check=False,
@@ -45,7 +30,7 @@ def test_site_playbook_syntax_check_passes_in_a_fresh_clone(tmp_path):
 
 
 def test_site_playbook_lists_the_roles_in_rollout_order(tmp_path):
-    clone = _fresh_clone(tmp_path)
+    clone = copy_as_collection(tmp_path)
     proc = subprocess.run(
         [str(VENV_BIN / "ansible-playbook"), "site.yml", "-i", "inventories/example", "--list-tasks"],
         cwd=clone, env=_plain_env(tmp_path), capture_output=True, text=True, check=False,
