@@ -122,3 +122,33 @@ def test_stand_in_refuses_what_was_not_recorded(tmp_path):
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr == "stand-in nvidia-smi: no recorded answer for ['-x'] in %s\n" % (tmp_path / "box")
+
+
+def test_record_script_round_trips_a_recording(tmp_path, repo_root):
+    """tools/lab/record-gpu-host.sh, run against the stand-in replaying a box, records that box."""
+    box = samples.rtx_pro_6000_x8()
+    answers = samples.box_answers(box)
+    stand_in = samples.write_recording(tmp_path / "box", answers)
+    out = tmp_path / "recorded"
+    env = ansible_env(PATH="%s:%s:/usr/bin:/bin" % (stand_in.parent, VENV_BIN))
+    proc = subprocess.run(
+        [str(repo_root / "tools" / "lab" / "record-gpu-host.sh"), str(out)],
+        env=env, capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name, (dummy, text) in answers.items():
+        assert (out / name).read_text() == text, name
+        assert not (out / (name + ".rc")).exists(), name
+    # The box has no `-q` answer recorded: the stand-in's refusal is kept, status and all.
+    assert (out / "nvidia-smi-q.txt.rc").read_text() == "2\n"
+    assert json.loads((out / "commands.json").read_text()) == {
+        "nvidia-smi-q.txt": ["-q"], "nvidia-smi.txt": [], "query.csv": samples.QUERY_ARGV, "topo.txt": ["topo", "-m"],
+    }
+    for name in ("gpu_facts.adhoc.txt", "gpu_facts_check.adhoc.txt"):
+        result = json.loads((out / name).read_text().partition(" => ")[2])
+        facts = result["ansible_facts"]["gpu"]
+        assert result["changed"] is False
+        assert facts["nvidia_smi"] == str(stand_in)
+        assert facts["count"] == 8
+        assert facts["topology"]["summary"] == "pcie_only"
+    assert "nvidia-smi on PATH: %s\n" % stand_in in (out / "host.txt").read_text()
