@@ -5,12 +5,19 @@
 #
 #   tools/lab/lab.sh up      # what `make lab` runs
 #   tools/lab/lab.sh down    # what `make lab-down` runs
+#
+# Settings (environment), besides tools/lab/fleet.sh's (LAB_NODES, LAB_PREFIX, LAB_PORT_BASE...):
+# LAB_INVENTORY_DIR (default inventories/lab: the generated hosts.yml goes there; any other
+# directory gets a group_vars link to inventories/lab's, so a second lab, a test's or a
+# benchmark's, runs with the same settings), LAB_PLAYBOOK (default site.yml), LAB_REPORT (1:
+# print the drift report after the converge; 0: stop after the converge).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 export BLACKWELL_VENV=${BLACKWELL_VENV:-$root/.venv}
 export LAB_STATE=${LAB_STATE:-$root/lab/state}
-export LAB_INVENTORY=$root/inventories/lab/hosts.yml
+inventory_dir=$(realpath -m "${LAB_INVENTORY_DIR:-$root/inventories/lab}")
+export LAB_INVENTORY=$inventory_dir/hosts.yml
 playbook=${LAB_PLAYBOOK:-$root/site.yml}
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -40,6 +47,10 @@ up() {
   fi
   export LAB_VOLUMES="${volumes[*]:-}"
 
+  if [ "$inventory_dir" != "$root/inventories/lab" ]; then
+    mkdir -p "$inventory_dir"
+    ln -sfn "$root/inventories/lab/group_vars" "$inventory_dir/group_vars"
+  fi
   step "Starting ${LAB_NODES:-3} lab nodes (tools/lab/fleet.sh)"
   tools/lab/fleet.sh up "${LAB_NODES:-3}"
 
@@ -53,23 +64,26 @@ up() {
     # No GPU, no engine: the shared lab preparation puts the stand-in launcher where
     # `python -m sglang.launch_server` finds it, as the roles' own scenarios do.
     step "Preparing the nodes (the stand-in launcher for the engine)"
-    MOLECULE_PROJECT_DIRECTORY=$root "$BLACKWELL_VENV/bin/ansible-playbook" -i inventories/lab \
+    MOLECULE_PROJECT_DIRECTORY=$root "$BLACKWELL_VENV/bin/ansible-playbook" -i "$inventory_dir" \
       molecule/shared/prepare_standin.yml
   fi
   step "Converging $(basename "$playbook") on the lab"
-  "$BLACKWELL_VENV/bin/ansible-playbook" -i inventories/lab "$playbook"
+  "$BLACKWELL_VENV/bin/ansible-playbook" -i "$inventory_dir" "$playbook"
+  [ "${LAB_REPORT:-1}" = 1 ] || return 0
 
   step "Drift report (tools/drift-report)"
-  local rc=0
-  tools/drift-report -i inventories/lab -p "$playbook" \
+  local rc=0 inv state
+  inv=$(realpath --relative-to="$root" "$inventory_dir")
+  state=$(realpath --relative-to="$root" "$LAB_STATE")
+  tools/drift-report -i "$inv" -p "$playbook" \
     --json "$LAB_STATE/drift-report.json" --markdown "$LAB_STATE/drift-report.md" || rc=$?
 
   cat <<EOF
 
-The lab is up: $(grep -c '^        [^ ].*:$' "$LAB_INVENTORY") node(s), inventory inventories/lab/.
-  ssh -i lab/state/id_ed25519 -p $((${LAB_PORT_BASE:-2200} + 1)) root@127.0.0.1   # node 1
-  tools/drift-report -i inventories/lab -p $(realpath --relative-to="$root" "$playbook")   # check again
-Report files: lab/state/drift-report.json, lab/state/drift-report.md
+The lab is up: $(grep -c '^        [^ ].*:$' "$LAB_INVENTORY") node(s), inventory $inv/.
+  ssh -i $state/id_ed25519 -p $((${LAB_PORT_BASE:-2200} + 1)) root@127.0.0.1   # node 1
+  tools/drift-report -i $inv -p $(realpath --relative-to="$root" "$playbook")   # check again
+Report files: $state/drift-report.json, $state/drift-report.md
 Tear it down with: make lab-down
 EOF
   return "$rc"
