@@ -54,10 +54,6 @@ up() {
   step "Starting ${LAB_NODES:-3} lab nodes (tools/lab/fleet.sh)"
   tools/lab/fleet.sh up "${LAB_NODES:-3}"
 
-  if [ ! -f "$playbook" ]; then
-    echo "lab: $playbook does not exist yet; converging the drift fixture playbook instead" >&2
-    playbook=$root/tests/integration/fleet/fixture.yml
-  fi
   export ANSIBLE_COLLECTIONS_PATH
   ANSIBLE_COLLECTIONS_PATH=$(tools/collection-path.sh)
   if [ "$playbook" = "$root/site.yml" ]; then
