@@ -1,15 +1,17 @@
 """No-op --check of converged lab nodes over SSH: the collection's ansible.cfg against Ansible's defaults.
 
-Brings up the largest fleet asked for (tools/lab/fleet.sh), converges it once, then for each
-fleet size runs `ansible-playbook --check` against the first N nodes under each configuration
-and records wall time, nodes checked per minute and controller CPU seconds per node.
+Brings up the largest fleet asked for and converges it once with the tuned configuration
+(tools/lab/lab.sh: the lab's package sources, inventory settings and engine stand-in), then for
+each fleet size runs `ansible-playbook --check` against the first N nodes under each
+configuration and records wall time, nodes checked per minute and controller CPU seconds per
+node.
 
 CPU is the ansible-playbook process tree (os.wait4 on the child: its own time plus every worker
 and ssh client it waited for) plus the SSH master connections the run left behind, read from
 /proc before they are closed: the masters are daemons that no wait4 accounts for.
 
     benchmarks/fleet-check.sh                       # 1, 8, 32 nodes, site.yml
-    benchmarks/fleet-check.sh --sizes 1,4 --playbook tests/integration/fleet/fixture.yml
+    benchmarks/fleet-check.sh --sizes 1,4 --cold-max-nodes 0
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ def sh(*args: str, env: dict | None = None) -> str:
 def fleet_env(prefix: str, port_base: int, workdir: Path) -> dict:
     env = dict(os.environ)
     env.update(LAB_PREFIX=prefix, LAB_PORT_BASE=str(port_base), LAB_STATE=str(workdir / "state"),
-               LAB_INVENTORY=str(workdir / "hosts.yml"))
+               LAB_INVENTORY_DIR=str(workdir / "inventory"), LAB_REPORT="0")
     return env
 
 
@@ -83,12 +85,10 @@ def main() -> int:
     parser.add_argument("--sizes", default="1,8,32")
     default_playbook = ROOT / "site.yml"
     parser.add_argument("--playbook", default=str(default_playbook))
-    parser.add_argument("-e", "--extra-vars", action="append", default=[],
-                        help="extra variables for converge and check (repeatable)")
     parser.add_argument("--prefix", default="blackwell-bench")
     parser.add_argument("--port-base", type=int, default=2400)
-    parser.add_argument("--volume", action="append", default=[],
-                        help="podman -v argument for every node (repeatable)")
+    parser.add_argument("--cold-max-nodes", type=int, default=8,
+                        help="run the cold fact cache row only up to this fleet size (default 8)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     parser.add_argument("--keep", action="store_true", help="leave the fleet running")
     args = parser.parse_args()
@@ -99,34 +99,29 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="fleet-check."))
     env = fleet_env(args.prefix, args.port_base, work)
-    env["LAB_VOLUMES"] = " ".join(args.volume)
     env["PATH"] = f"{venv_bin}{os.pathsep}{env['PATH']}"
     env["ANSIBLE_COLLECTIONS_PATH"] = sh(str(ROOT / "tools" / "collection-path.sh")).strip()
     env["ANSIBLE_NOCOLOR"] = "1"
-    fleet = str(ROOT / "tools" / "lab" / "fleet.sh")
-    extra = [a for ev in args.extra_vars for a in ("-e", ev)]
+    lab = str(ROOT / "tools" / "lab" / "lab.sh")
     empty_cfg = work / "empty.cfg"
     empty_cfg.write_text("")
     facts = work / "facts"
     results = []
     try:
-        started = time.monotonic()
-        subprocess.run([fleet, "up", str(max(sizes))], env=env, check=True)
-        boot_s = time.monotonic() - started
-        inventory = work / "hosts.yml"
-        hosts = sorted(re.findall(r"^        (\S+):$", inventory.read_text(), re.M))
-
         tuned = dict(env, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
                      ANSIBLE_CACHE_PLUGIN_CONNECTION=str(facts))
-        control = work / "cp-converge"
-        control.mkdir()
+        # Up and converged in one go, as `make lab` does; the converge runs tuned, its log kept.
         started = time.monotonic()
-        conv = timed_run([str(venv_bin / "ansible-playbook"), "-i", str(inventory), args.playbook, *extra],
-                         dict(tuned, ANSIBLE_SSH_CONTROL_PATH_DIR=str(control)), control, out / "converge.log")
-        if conv["rc"] != 0:
-            print(f"converge failed, see {conv['log']}", file=sys.stderr)
-            return 1
+        with open(out / "converge.log", "w", encoding="utf-8") as log:
+            up = subprocess.run([lab, "up"], env=dict(tuned, LAB_NODES=str(max(sizes)),
+                                                        LAB_PLAYBOOK=args.playbook),
+                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=False)
         converge_s = time.monotonic() - started
+        if up.returncode != 0:
+            print(f"lab up or converge failed, see {out / 'converge.log'}", file=sys.stderr)
+            return 1
+        inventory = work / "inventory"
+        hosts = sorted(re.findall(r"^        (\S+):$", (inventory / "hosts.yml").read_text(), re.M))
 
         configs = [
             ("tuned", tuned, False),
@@ -136,6 +131,8 @@ def main() -> int:
         for size in sizes:
             limit = ",".join(hosts[:size])
             for name, cfg_env, cold in configs:
+                if cold and size > args.cold_max_nodes:
+                    continue
                 if cold:
                     shutil.rmtree(facts, ignore_errors=True)
                 control = work / f"cp-{size}-{len(results)}"
@@ -143,7 +140,7 @@ def main() -> int:
                 run_env = dict(cfg_env, ANSIBLE_SSH_CONTROL_PATH_DIR=str(control))
                 log = out / f"check-{size}-{name.split(',', maxsplit=1)[0].replace(' ', '-')}{'-cold' if cold else ''}.log"
                 res = timed_run([str(venv_bin / "ansible-playbook"), "--check", "-i", str(inventory),
-                                 "--limit", limit, args.playbook, *extra], run_env, control, log)
+                                 "--limit", limit, args.playbook], run_env, control, log)
                 recap = Path(res["log"]).read_text()
                 changed = sum(int(c) for c in re.findall(r"changed=(\d+)", recap))
                 cpu = res["tree_cpu_s"] + res["ssh_master_cpu_s"]
@@ -157,12 +154,12 @@ def main() -> int:
                 print(json.dumps(row), flush=True)
     finally:
         if not args.keep:
-            subprocess.run([fleet, "down"], env=env, check=False)
+            subprocess.run([lab, "down"], env=env, cwd=ROOT, check=False)
     summary = {
         "playbook": os.path.relpath(args.playbook, ROOT),
         "controller": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
                        "ansible": sh(str(venv_bin / "ansible"), "--version").splitlines()[0]},
-        "fleet_boot_s": round(boot_s, 1), "converge_s": round(converge_s, 1),
+        "converge_s": round(converge_s, 1),
         "converge_nodes": max(sizes), "results": results,
     }
     (out / "fleet-check.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -173,8 +170,8 @@ def main() -> int:
 
 def render(summary: dict) -> str:
     lines = [f"Playbook: `{summary['playbook']}`; {summary['controller']['cpus']} controller CPUs, "
-             f"{summary['controller']['ansible']}; fleet boot {summary['fleet_boot_s']} s, "
-             f"converge of {summary['converge_nodes']} nodes {summary['converge_s']} s.", "",
+             f"{summary['controller']['ansible']}; lab up and converge of {summary['converge_nodes']} "
+             f"nodes {summary['converge_s']} s.", "",
              "| nodes | config | wall s | nodes/min | CPU s/node | changed | speed-up vs defaults | load |",
              "|---:|---|---:|---:|---:|---:|---:|---:|"]
     by_size = {}
