@@ -1,0 +1,250 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: blackwell.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: sglang_venv_info
+short_description: Read what an SGLang venv holds, in one pass and without importing anything
+version_added: 0.1.0
+description:
+  - Reports whether a virtual environment exists, which SGLang distributions it holds and their
+    release (from the C(sglang-*.dist-info/METADATA) file), where the C(sglang) package lives,
+    whether that release ships the torch symmetric-memory communicator, and the text of torch's
+    C(torch/version.py) (the CUDA build torch was made for).
+  - Optionally also reports an interpreter (exists, executable) and the uv release installed in
+    a separate venv.
+  - Nothing is imported from the venv; importing SGLang would pull in torch and CUDA.
+  - Read-only; one call replaces the find, stat and slurp round trips the roles would need.
+author:
+  - blackwell.sglang maintainers (@blackwell-sglang)
+options:
+  venv:
+    description:
+      - The SGLang virtual environment; its packages are looked up under
+        C(lib/python3*/site-packages).
+    type: path
+    required: true
+  python:
+    description:
+      - An interpreter to report on in RV(python) (for example the one the venv is built from).
+    type: path
+  uv_venv:
+    description:
+      - A venv holding uv; its uv release is reported in RV(uv_version).
+    type: path
+  paths:
+    description:
+      - Further paths (the venv's parent directory, the service account's home) whose type,
+        mode and ownership are reported in RV(paths), so the caller can skip a C(file) task
+        for a path that already matches.
+    type: list
+    elements: path
+    default: []
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; behaves the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing, so there is no diff.
+"""
+
+EXAMPLES = r"""
+- name: Read the SGLang venv
+  blackwell.sglang.sglang_venv_info:
+    venv: /opt/sglang/venv
+    python: /usr/bin/python3
+    uv_venv: /opt/sglang/uv
+  register: sglang_venv
+
+- name: Show the installed release
+  ansible.builtin.debug:
+    msg: "SGLang {{ sglang_venv.sglang_version }} in {{ sglang_venv.site_packages }}"
+"""
+
+RETURN = r"""
+venv:
+  description: The venv asked about (O(venv)), so a registered result says what it describes.
+  returned: always
+  type: str
+  sample: /opt/sglang/venv
+venv_exists:
+  description: Whether O(venv) holds a C(pyvenv.cfg).
+  returned: always
+  type: bool
+site_packages:
+  description: >-
+    The venv's site-packages directory (the one holding SGLang when there are several); empty
+    when there is none.
+  returned: always
+  type: str
+  sample: /opt/sglang/venv/lib/python3.11/site-packages
+sglang_dist_infos:
+  description: Every C(sglang-*.dist-info) directory in the venv's site-packages, sorted.
+  returned: always
+  type: list
+  elements: str
+sglang_version:
+  description: >-
+    The C(Version) field of the SGLang METADATA when the venv holds exactly one SGLang
+    distribution; empty otherwise.
+  returned: always
+  type: str
+  sample: 0.5.18
+sglang_package:
+  description: Directory of the C(sglang) package; empty when there is none.
+  returned: always
+  type: str
+torch_symm_mem:
+  description: >-
+    Whether the SGLang package ships
+    C(srt/distributed/device_communicators/torch_symm_mem.py) (releases after 0.5.4 do).
+  returned: always
+  type: bool
+torch_version_source:
+  description: Text of C(torch/version.py) in the same site-packages; empty when torch is absent.
+  returned: always
+  type: str
+python:
+  description: The interpreter given in O(python).
+  returned: when O(python) is set
+  type: dict
+  contains:
+    path:
+      description: The path asked about.
+      type: str
+    exists:
+      description: Whether it exists.
+      type: bool
+    executable:
+      description: Whether it is a file this user may execute.
+      type: bool
+paths:
+  description: >-
+    One entry per path in O(paths), keyed by the path: C(exists), C(isdir), C(mode) (four octal
+    digits), C(owner) and C(group) (names, or numeric ids without a name). Only C(exists) when
+    the path does not exist.
+  returned: always
+  type: dict
+  sample: {"/opt/sglang": {"exists": true, "isdir": true, "mode": "0755", "owner": "root", "group": "root"}}
+uv_venv_exists:
+  description: Whether O(uv_venv) holds a C(pyvenv.cfg).
+  returned: when O(uv_venv) is set
+  type: bool
+uv_version:
+  description: >-
+    Release of the uv distribution installed in O(uv_venv); empty when there is none or the
+    venv does not exist.
+  returned: when O(uv_venv) is set
+  type: str
+  sample: 0.13.9
+"""
+
+import glob
+import grp
+import os
+import pwd
+import re
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+
+COMMUNICATOR = "srt/distributed/device_communicators/torch_symm_mem.py"
+_VERSION = re.compile(r"^Version:[ \t]*(\S+)", re.M)
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
+    except (IOError, OSError):
+        return ""
+
+
+def _site_packages(venv):
+    return sorted(p for p in glob.glob(os.path.join(venv, "lib", "python3*", "site-packages"))
+                  if os.path.isdir(p))
+
+
+def _dist_infos(site_dirs, name):
+    found = []
+    for site in site_dirs:
+        found.extend(p for p in glob.glob(os.path.join(site, name + "-*.dist-info"))
+                     if os.path.isdir(p))
+    return sorted(found)
+
+
+def _version(dist_info):
+    match = _VERSION.search(_read(os.path.join(dist_info, "METADATA")))
+    return match.group(1) if match else ""
+
+
+def _path_stat(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return {"exists": False}
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = str(st.st_uid)
+    try:
+        group = grp.getgrgid(st.st_gid).gr_name
+    except KeyError:
+        group = str(st.st_gid)
+    return {"exists": True, "isdir": stat.S_ISDIR(st.st_mode),
+            "mode": "%04o" % stat.S_IMODE(st.st_mode), "owner": owner, "group": group}
+
+
+def venv_info(venv, python=None, uv_venv=None, paths=()):
+    """Everything the roles need to know about the venv; reads files only."""
+    site_dirs = _site_packages(venv)
+    dists = _dist_infos(site_dirs, "sglang")
+    site = os.path.dirname(dists[0]) if dists else (site_dirs[0] if site_dirs else "")
+    package = os.path.join(site, "sglang") if site else ""
+    if package and not os.path.isdir(package):
+        package = ""
+    torch_version = os.path.join(site, "torch", "version.py") if site else ""
+    result = {
+        "venv": venv,
+        "venv_exists": os.path.isfile(os.path.join(venv, "pyvenv.cfg")),
+        "site_packages": site,
+        "sglang_dist_infos": dists,
+        "sglang_version": _version(dists[0]) if len(dists) == 1 else "",
+        "sglang_package": package,
+        "torch_symm_mem": bool(package) and os.path.isfile(os.path.join(package, COMMUNICATOR)),
+        "torch_version_source": _read(torch_version) if torch_version else "",
+        "paths": dict((p, _path_stat(p)) for p in paths),
+    }
+    if python:
+        result["python"] = {"path": python, "exists": os.path.exists(python),
+                            "executable": os.path.isfile(python) and os.access(python, os.X_OK)}
+    if uv_venv:
+        uv_dists = _dist_infos(_site_packages(uv_venv), "uv")
+        result["uv_venv_exists"] = os.path.isfile(os.path.join(uv_venv, "pyvenv.cfg"))
+        result["uv_version"] = _version(uv_dists[0]) if len(uv_dists) == 1 else ""
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            venv=dict(type="path", required=True),
+            python=dict(type="path"),
+            uv_venv=dict(type="path"),
+            paths=dict(type="list", elements="path", default=[]),
+        ),
+        supports_check_mode=True,
+    )
+    info = venv_info(module.params["venv"], module.params["python"], module.params["uv_venv"],
+                     module.params["paths"])
+    module.exit_json(changed=False, **info)
+
+
+if __name__ == "__main__":
+    main()

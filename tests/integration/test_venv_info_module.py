@@ -1,0 +1,146 @@
+"""blackwell.sglang.sglang_venv_info run by Ansible against localhost, on venv layouts built
+from real SGLang wheels (0.5.18 with the communicator, 0.5.4 without) and the uv wheel.
+
+Each case asserts the exact result; check mode returns the same and changes nothing.
+"""
+from __future__ import annotations
+
+import grp
+import json
+import os
+import pwd
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sglang_wheels import BEFORE_SYMM_MEM, install_tree
+
+from conftest import VENV_BIN, ansible_env
+
+MODULE = "blackwell.sglang.sglang_venv_info"
+PY = "python3.11"
+TORCH_VERSION_PY = "__version__ = '2.9.1+cu130'\ncuda: Optional[str] = '13.0'\n"
+
+
+def run_module(args: dict, *flags: str) -> tuple[int, dict]:
+    proc = subprocess.run(
+        [str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-m", MODULE,
+         "-a", json.dumps(args), *flags],
+        env=ansible_env(ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+                        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+                        ANSIBLE_PYTHON_INTERPRETER=sys.executable),
+        capture_output=True, text=True, check=False)
+    try:
+        report = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"no JSON from ansible (rc {proc.returncode}): {proc.stdout}{proc.stderr}")
+    return proc.returncode, report["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def venv_with(tmp_path: Path, version: str | None, torch: bool = False) -> Path:
+    venv = tmp_path / "venv"
+    lib = venv / "lib" / PY
+    lib.mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    if version:
+        install_tree(version, lib)
+    else:
+        (lib / "site-packages").mkdir()
+    if torch:
+        (lib / "site-packages" / "torch").mkdir()
+        (lib / "site-packages" / "torch" / "version.py").write_text(TORCH_VERSION_PY)
+    return venv
+
+
+def test_a_venv_with_one_sglang_and_torch(tmp_path):
+    venv = venv_with(tmp_path, "0.5.18", torch=True)
+    site = venv / "lib" / PY / "site-packages"
+    rc, res = run_module({"venv": str(venv), "python": sys.executable})
+    assert rc == 0, res
+    assert res["changed"] is False
+    assert res["venv"] == str(venv)
+    assert res["venv_exists"] is True
+    assert res["site_packages"] == str(site)
+    assert res["sglang_dist_infos"] == [str(site / "sglang-0.5.18.dist-info")]
+    assert res["sglang_version"] == "0.5.18"
+    assert res["sglang_package"] == str(site / "sglang")
+    assert res["torch_symm_mem"] is True
+    assert res["torch_version_source"] == TORCH_VERSION_PY
+    assert res["python"] == {"path": sys.executable, "exists": True, "executable": True}
+    assert "uv_version" not in res
+    rc, checked = run_module({"venv": str(venv), "python": sys.executable}, "--check")
+    assert rc == 0
+    assert {k: checked[k] for k in res if not k.startswith("_")} == \
+        {k: res[k] for k in res if not k.startswith("_")}
+
+
+def test_a_release_before_the_communicator(tmp_path):
+    venv = venv_with(tmp_path, BEFORE_SYMM_MEM)
+    rc, res = run_module({"venv": str(venv)})
+    assert rc == 0, res
+    assert res["sglang_version"] == BEFORE_SYMM_MEM
+    assert res["sglang_package"].endswith("/site-packages/sglang")
+    assert res["torch_symm_mem"] is False
+    assert res["torch_version_source"] == ""
+
+
+def test_two_sglang_distributions_give_no_version(tmp_path):
+    venv = venv_with(tmp_path, "0.5.18")
+    site = venv / "lib" / PY / "site-packages"
+    (site / "sglang-0.5.8.dist-info").mkdir()
+    (site / "sglang-0.5.8.dist-info" / "METADATA").write_text("Name: sglang\nVersion: 0.5.8\n")
+    rc, res = run_module({"venv": str(venv)})
+    assert rc == 0, res
+    assert res["sglang_dist_infos"] == [str(site / "sglang-0.5.18.dist-info"),
+                                        str(site / "sglang-0.5.8.dist-info")]
+    assert res["sglang_version"] == ""
+
+
+def test_missing_venv_interpreter_and_uv(tmp_path):
+    not_exec = tmp_path / "python3"
+    not_exec.write_text("")
+    os.chmod(not_exec, 0o644)
+    rc, res = run_module({"venv": str(tmp_path / "absent"), "python": str(not_exec),
+                          "uv_venv": str(tmp_path / "uv")})
+    assert rc == 0, res
+    assert res["venv_exists"] is False
+    assert res["site_packages"] == ""
+    assert res["sglang_dist_infos"] == []
+    assert res["sglang_version"] == ""
+    assert res["sglang_package"] == ""
+    assert res["torch_symm_mem"] is False
+    assert res["python"] == {"path": str(not_exec), "exists": True, "executable": False}
+    assert res["uv_venv_exists"] is False
+    assert res["uv_version"] == ""
+
+
+def test_uv_release_from_its_metadata(tmp_path):
+    uv = tmp_path / "uv"
+    dist = uv / "lib" / PY / "site-packages" / "uv-0.13.9.dist-info"
+    dist.mkdir(parents=True)
+    (uv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (dist / "METADATA").write_text("Metadata-Version: 2.4\nName: uv\nVersion: 0.13.9\n")
+    rc, res = run_module({"venv": str(tmp_path / "venv"), "uv_venv": str(uv)})
+    assert rc == 0, res
+    assert res["uv_venv_exists"] is True
+    assert res["uv_version"] == "0.13.9"
+
+
+def test_paths_report_type_mode_and_owner(tmp_path):
+    os.chmod(tmp_path, 0o750)
+    missing = tmp_path / "missing"
+    rc, res = run_module({"venv": str(tmp_path / "venv"), "paths": [str(tmp_path), str(missing)]})
+    assert rc == 0, res
+    me = pwd.getpwuid(os.getuid()).pw_name
+    group = grp.getgrgid(os.getgid()).gr_name
+    assert res["paths"] == {
+        str(tmp_path): {"exists": True, "isdir": True, "mode": "0750", "owner": me, "group": group},
+        str(missing): {"exists": False},
+    }
+
+
+def test_venv_is_required():
+    rc, res = run_module({"python": "/usr/bin/python3"})
+    assert rc != 0
+    assert res["msg"] == "missing required arguments: venv"
