@@ -113,9 +113,9 @@ def main() -> int:
         # Up and converged in one go, as `make lab` does; the converge runs tuned, its log kept.
         started = time.monotonic()
         with open(out / "converge.log", "w", encoding="utf-8") as log:
-            up = subprocess.run([lab, "up"], env=dict(tuned, LAB_NODES=str(max(sizes)),
-                                                        LAB_PLAYBOOK=args.playbook),
-                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=False)
+            up_env = dict(tuned, LAB_NODES=str(max(sizes)), LAB_PLAYBOOK=args.playbook)
+            up = subprocess.run([lab, "up"], env=up_env, cwd=ROOT, stdout=log,
+                                stderr=subprocess.STDOUT, check=False)
         converge_s = time.monotonic() - started
         if up.returncode != 0:
             print(f"lab up or converge failed, see {out / 'converge.log'}", file=sys.stderr)

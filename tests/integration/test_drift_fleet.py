@@ -133,13 +133,13 @@ def test_converged_fleet_has_no_drift_and_check_changes_nothing(fleet):
 
 
 def test_each_tampered_node_shows_exactly_its_drift_and_check_changes_nothing(fleet):
-    for i, (tamper, _) in TAMPERS.items():
+    for i, (tamper, _drift) in TAMPERS.items():
         on_node(i, tamper)
     before = snapshot()
     code, report, output = drift_report(fleet, "tampered")
     assert snapshot() == before
     assert code == 1, output
-    for i, (_, expected) in TAMPERS.items():
+    for i, (_tamper, expected) in TAMPERS.items():
         host = report["hosts"][node(i)]
         assert host["status"] == "drift", node(i)
         assert [(f["label"], f["reason"]) for f in host["drift"]] == expected, node(i)
