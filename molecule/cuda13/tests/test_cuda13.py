@@ -147,7 +147,8 @@ def test_check_on_a_12_8_node_reports_the_upgrade_and_changes_nothing():
     rc, report = _playbook("--check", "--diff", "--limit", "cuda13-fresh")
     assert rc == 0, report["stats"]
     changed = _changed_tasks(report, "cuda13-fresh")
-    for task in ("Install the repository signing key", "Remove the sources list cuda-keyring installs",
+    for task in ("Install the repository signing key from the node's mirror",
+                 "Remove the sources list cuda-keyring installs",
                  "Configure the CUDA repository", "Install the toolkit package",
                  "Export PATH and CUDA_HOME for login shells", "Add the toolkit libraries to the linker path"):
         assert task in changed, changed
