@@ -10,7 +10,9 @@
 # LAB_INVENTORY_DIR (default inventories/lab: the generated hosts.yml goes there; any other
 # directory gets a group_vars link to inventories/lab's, so a second lab, a test's or a
 # benchmark's, runs with the same settings), LAB_PLAYBOOK (default site.yml), LAB_REPORT (1:
-# print the drift report after the converge; 0: stop after the converge).
+# print the drift report after the converge; 0: stop after the converge), LAB_CONVERGE_ARGS
+# (extra ansible-playbook arguments for the converge, space separated; e.g.
+# "-e sglang_rollout_serial=100%" converges every node at once instead of one by one).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -64,7 +66,8 @@ up() {
       molecule/shared/prepare_standin.yml
   fi
   step "Converging $(basename "$playbook") on the lab"
-  "$BLACKWELL_VENV/bin/ansible-playbook" -i "$inventory_dir" "$playbook"
+  # shellcheck disable=SC2086 # word splitting of LAB_CONVERGE_ARGS is the point
+  "$BLACKWELL_VENV/bin/ansible-playbook" -i "$inventory_dir" "$playbook" ${LAB_CONVERGE_ARGS:-}
   [ "${LAB_REPORT:-1}" = 1 ] || return 0
 
   step "Drift report (tools/drift-report)"
