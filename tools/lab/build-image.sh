@@ -1,36 +1,103 @@
 #!/usr/bin/env bash
-# Builds the lab's base image without any registry: debootstrap a minimal Debian 12 with
-# systemd, import it into podman. The tag carries a hash of this script, so a change here
-# builds a new image and an unchanged script reuses the one already imported.
+# Builds the lab's base image without any registry, as stock as a cloud image: debootstrap a
+# minimal Debian 12 with systemd, sshd and sudo, a login user `debian` with passwordless sudo
+# (what cloud-init leaves on a Debian cloud image) and root SSH login off. Nothing the roles
+# install is in it: no python3-venv, no python3-apt, no apt lists, no CUDA keyring.
 #
-#   tools/lab/build-image.sh          # prints the image reference
+# Lab nodes reach no Debian mirror on the internet. The image's apt sources point at the lab's
+# own signed mirror instead, bind-mounted read-only at /srv/debian-mirror, built here from the
+# same archive as the image: the packages the roles install on a stock node, with everything
+# they need that the image lacks. A role that installs something else fails in the lab as it
+# would on an air-gapped fleet whose mirror lacks it.
+#
+#   tools/lab/build-image.sh          # prints the mirror directory, then the image reference
 #   LAB_MIRROR=http://mirror.local/debian tools/lab/build-image.sh
+#
+# The tag carries a hash of this script, so a change here builds a new image (and mirror) and an
+# unchanged script reuses both.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
 mirror=${LAB_MIRROR:-http://deb.debian.org/debian}
 name=localhost/blackwell-lab-debian12
 tag=$(sha256sum "$here/build-image.sh" | cut -c1-12)
 image=$name:$tag
+debs=${BLACKWELL_CACHE:-$root/.cache}/lab/debian-mirror
+# What the roles install with apt on a stock node (cuda13: python3-apt for the apt module;
+# sglang_install: python3-venv for the venvs).
+mirror_packages=(python3-apt python3-venv)
 
-if podman image exists "$image"; then
+if podman image exists "$image" && [ "$(cat "$debs/.inputs" 2>/dev/null)" = "$tag" ]; then
+  echo "$debs"
   echo "$image"
   exit 0
 fi
 
-packages=python3,python3-apt,python3-venv,systemd,systemd-sysv,dbus,sudo,procps,iproute2,openssh-server,gpgv,ca-certificates
+packages=python3,systemd,systemd-sysv,dbus,sudo,procps,iproute2,openssh-server,ca-certificates
 work=$(mktemp -d /var/tmp/blackwell-lab.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-debootstrap --variant=minbase --include="$packages" bookworm "$work/root" "$mirror" >"$work/debootstrap.log" 2>&1 || {
+rootfs=$work/root
+debootstrap --variant=minbase --include="$packages" bookworm "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
   tail -n 30 "$work/debootstrap.log" >&2
   exit 1
 }
+
+# The mirror: what apt in this very image would download for the roles' packages.
+cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
+chroot "$rootfs" apt-get -qq update
+chroot "$rootfs" apt-get -qq install --download-only --no-install-recommends -y "${mirror_packages[@]}" >/dev/null
+pool=$work/mirror
+mkdir -p "$pool"
+mv "$rootfs"/var/cache/apt/archives/*.deb "$pool/"
+export GNUPGHOME=$work/gnupg
+mkdir -m 0700 "$GNUPGHOME"
+gpg --batch --quiet --pinentry-mode loopback --passphrase '' \
+  --quick-generate-key 'blackwell.sglang lab Debian mirror <lab@example.invalid>' ed25519 sign 0 2>/dev/null
+(
+  cd "$pool"
+  dpkg-scanpackages . /dev/null 2>/dev/null >Packages
+  gzip -9nk Packages
+  apt-ftparchive -o APT::FTPArchive::Release::Origin=blackwell-lab \
+    -o APT::FTPArchive::Release::Label=debian-mirror release . >Release
+  gpg --batch --yes --clearsign -o InRelease Release
+)
+chmod -R a+rX "$pool"
+
+# A stock node: no package lists or downloads left from the build, the lab mirror as its only
+# source, trusted through its own key.
+rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs/etc/resolv.conf"
+rm -f "$rootfs/etc/apt/sources.list"
+mkdir -p "$rootfs/etc/apt/keyrings"
+gpg --batch --export >"$rootfs/etc/apt/keyrings/blackwell-lab-debian-mirror.gpg"
+cat >"$rootfs/etc/apt/sources.list.d/debian.sources" <<'EOF'
+# The lab's Debian mirror (tools/lab/build-image.sh), bind-mounted read-only into every node.
+Types: deb
+URIs: file:/srv/debian-mirror
+Suites: ./
+Signed-By: /etc/apt/keyrings/blackwell-lab-debian-mirror.gpg
+EOF
+
+# The login user a cloud image's cloud-init creates: a sudoer that logs in with a key (fleet.sh
+# installs it per node); root never logs in over SSH, and nothing logs in with a password.
+chroot "$rootfs" useradd --create-home --shell /bin/bash --groups sudo debian
+echo 'debian ALL=(ALL) NOPASSWD:ALL' >"$rootfs/etc/sudoers.d/90-cloud-init-users"
+chmod 0440 "$rootfs/etc/sudoers.d/90-cloud-init-users"
+printf 'PermitRootLogin no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n' \
+  >"$rootfs/etc/ssh/sshd_config.d/50-lab.conf"
+
 # A container has no consoles or hardware to wait for; these units only slow boot down or fail.
 for unit in getty@tty1.service systemd-udevd.service systemd-udev-trigger.service \
   systemd-remount-fs.service sys-kernel-debug.mount sys-kernel-tracing.mount; do
-  ln -sf /dev/null "$work/root/etc/systemd/system/$unit"
+  ln -sf /dev/null "$rootfs/etc/systemd/system/$unit"
 done
-echo 'lab' >"$work/root/etc/hostname"
-: >"$work/root/etc/machine-id"
-tar -C "$work/root" -c . | podman import --change 'CMD ["/sbin/init"]' - "$image" >/dev/null
+echo 'lab' >"$rootfs/etc/hostname"
+: >"$rootfs/etc/machine-id"
+tar -C "$rootfs" -c . | podman import --change 'CMD ["/sbin/init"]' - "$image" >/dev/null
 podman tag "$image" "$name:latest"
+
+echo "$tag" >"$pool/.inputs"
+mkdir -p "$(dirname "$debs")"
+rm -rf "$debs.new" && cp -a "$pool" "$debs.new"
+rm -rf "$debs" && mv "$debs.new" "$debs"
+echo "$debs"
 echo "$image"

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # A fleet of systemd container nodes reached over SSH, the way real hosts are: each node runs
-# sshd, published on a loopback port (127.0.0.1:<base+N> -> 22), and accepts a lab key
-# generated on first use. Writes an inventory for the fleet.
+# sshd, published on a loopback port (127.0.0.1:<base+N> -> 22), and lets the image's sudo user
+# `debian` in with a lab key generated on first use; root cannot log in. Every node mounts the
+# lab's Debian mirror (built with the image) at /srv/debian-mirror, its only apt source. Writes
+# an inventory for the fleet: Ansible logs in as `debian` and escalates where a play says so.
 #
 #   tools/lab/fleet.sh up [N]      # start nodes 1..N (default LAB_NODES, 3), write the inventory
 #   tools/lab/fleet.sh down        # remove this fleet's containers (the key and inventory stay)
 #   tools/lab/fleet.sh inventory   # rewrite the inventory for the running nodes
 #
 # Settings (environment): LAB_NODES, LAB_PREFIX (container name prefix, default blackwell-lab),
-# LAB_PORT_BASE (default 2200: node 1 listens on 127.0.0.1:2201), LAB_IMAGE (default: the image
-# tools/lab/build-image.sh builds), LAB_STATE (key directory, default lab/state),
+# LAB_PORT_BASE (default 2200: node 1 listens on 127.0.0.1:2201), LAB_STATE (key directory,
+# default lab/state),
 # LAB_INVENTORY (default inventories/lab/hosts.yml), LAB_VOLUMES (extra podman -v arguments,
 # space separated, e.g. a package repository bind-mounted read-only into every node),
 # LAB_SSH_WAIT (seconds to wait for each node's sshd, default 300), LAB_GROUP (the inventory
@@ -21,6 +23,8 @@ port_base=${LAB_PORT_BASE:-2200}
 state=${LAB_STATE:-$root/lab/state}
 inventory=${LAB_INVENTORY:-$root/inventories/lab/hosts.yml}
 label=blackwell.sglang.lab=$prefix
+# The image's login user (tools/lab/build-image.sh), as a cloud image's cloud-init creates it.
+user=debian
 
 die() { echo "fleet: $*" >&2; exit 1; }
 
@@ -45,7 +49,7 @@ start_node() {
   if podman container exists "$name"; then
     podman start "$name" >/dev/null
   else
-    local volumes=()
+    local volumes=(-v "$debian_mirror:/srv/debian-mirror:ro")
     for v in ${LAB_VOLUMES:-}; do volumes+=(-v "$v"); done
     # runc and lowered rlimits: the only combination Debian's podman 4.3 accepts here.
     podman run -d --name "$name" --hostname "$name" --label "$label" \
@@ -54,10 +58,11 @@ start_node() {
   fi
 }
 
+# What cloud-init does with the key a cloud user is given at launch.
 authorize_key() {
   local name=$1
-  podman exec -i "$name" sh -c \
-    'umask 077 && mkdir -p /root/.ssh && cat >/root/.ssh/authorized_keys' <"$state/id_ed25519.pub"
+  podman exec -i --user "$user" "$name" sh -c \
+    'umask 077 && mkdir -p ~/.ssh && cat >~/.ssh/authorized_keys' <"$state/id_ed25519.pub"
 }
 
 wait_ssh() {
@@ -65,7 +70,7 @@ wait_ssh() {
   port=$((port_base + i))
   until ssh -i "$state/id_ed25519" -p "$port" -o BatchMode=yes -o ConnectTimeout=3 \
     -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
-    root@127.0.0.1 true 2>/dev/null; do
+    "$user@127.0.0.1" true 2>/dev/null; do
     tries=$((tries + 1))
     # A busy machine boots many systemd containers slowly: minutes, not seconds.
     [ "$tries" -lt "${LAB_SSH_WAIT:-300}" ] || die "$(node_name "$i") did not answer on 127.0.0.1:$port"
@@ -82,7 +87,7 @@ write_inventory() {
     echo "  children:"
     echo "    ${LAB_GROUP:-sglang_nodes}:"
     echo "      vars:"
-    echo "        ansible_user: root"
+    echo "        ansible_user: $user"
     echo "        ansible_host: 127.0.0.1"
     echo "        ansible_ssh_private_key_file: $state/id_ed25519"
     # Lab nodes are recreated at will and share the image's host keys: nothing to pin.
@@ -104,7 +109,9 @@ case "$cmd" in
     count=${2:-${LAB_NODES:-3}}
     [[ "$count" =~ ^[1-9][0-9]*$ ]] || die "node count must be a positive integer, got '$count'"
     [ "$count" -le 99 ] || die "at most 99 nodes, got $count"
-    image=${LAB_IMAGE:-$("$root/tools/lab/build-image.sh" | tail -n 1)}
+    built=$("$root/tools/lab/build-image.sh")
+    image=$(tail -n 1 <<<"$built")
+    debian_mirror=$(tail -n 2 <<<"$built" | head -n 1)
     # Every systemd in a container takes several inotify instances from the host's per-user
     # budget (128 on Debian); past it, systemd stalls at boot with "Failed to create inotify
     # object: Too many open files" and sshd never starts. A few dozen nodes need more.

@@ -10,9 +10,11 @@
 # LAB_INVENTORY_DIR (default inventories/lab: the generated hosts.yml goes there; any other
 # directory gets a group_vars link to inventories/lab's, so a second lab, a test's or a
 # benchmark's, runs with the same settings), LAB_PLAYBOOK (default site.yml), LAB_REPORT (1:
-# print the drift report after the converge; 0: stop after the converge), LAB_CONVERGE_ARGS
-# (extra ansible-playbook arguments for the converge, space separated; e.g.
-# "-e sglang_rollout_serial=100%" converges every node at once instead of one by one).
+# print the drift report after the converge; 0: stop after the converge), LAB_CONVERGE (1:
+# converge the playbook; 0: stop once the nodes are up and prepared, for a test that converges
+# with an Ansible of its own), LAB_CONVERGE_ARGS (extra ansible-playbook arguments for the
+# converge, space separated; e.g. "-e sglang_rollout_serial=100%" converges every node at once
+# instead of one by one).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -31,10 +33,8 @@ down() {
 up() {
   step "Installing podman, debootstrap and the Python tooling (tools/bootstrap.sh)"
   tools/bootstrap.sh
-  step "Building the lab base image (tools/lab/build-image.sh)"
-  LAB_IMAGE=$(tools/lab/build-image.sh | tail -n 1)
-  export LAB_IMAGE
-  echo "$LAB_IMAGE"
+  step "Building the lab base image and its Debian mirror (tools/lab/build-image.sh)"
+  tools/lab/build-image.sh
 
   # The nodes read NVIDIA's repository and PyPI from local copies the lab builds, mounted
   # where inventories/lab/group_vars/all.yml points the roles.
@@ -65,6 +65,7 @@ up() {
     MOLECULE_PROJECT_DIRECTORY=$root "$BLACKWELL_VENV/bin/ansible-playbook" -i "$inventory_dir" \
       molecule/shared/prepare_standin.yml
   fi
+  [ "${LAB_CONVERGE:-1}" = 1 ] || return 0
   step "Converging $(basename "$playbook") on the lab"
   # shellcheck disable=SC2086 # word splitting of LAB_CONVERGE_ARGS is the point
   "$BLACKWELL_VENV/bin/ansible-playbook" -i "$inventory_dir" "$playbook" ${LAB_CONVERGE_ARGS:-}
@@ -80,7 +81,7 @@ up() {
   cat <<EOF
 
 The lab is up: $(grep -c '^        [^ ].*:$' "$LAB_INVENTORY") node(s), inventory $inv/.
-  ssh -i $state/id_ed25519 -p $((${LAB_PORT_BASE:-2200} + 1)) root@127.0.0.1   # node 1
+  ssh -i $state/id_ed25519 -p $((${LAB_PORT_BASE:-2200} + 1)) debian@127.0.0.1   # node 1 (sudo works)
   tools/drift-report -i $inv -p $(realpath --relative-to="$root" "$playbook")   # check again
 Report files: $state/drift-report.json, $state/drift-report.md
 Tear it down with: make lab-down
