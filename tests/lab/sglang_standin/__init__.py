@@ -1,12 +1,13 @@
 """Lab stand-in for SGLang's inference server: NOT the engine.
 
-The engine needs a GPU, so the lab cannot run it. This package is installed next to the REAL
-``sglang`` wheel (installed with ``--no-deps``, so its source, ``srt/server_args.py`` included,
-is the release's own) in the lab venv, and a ``.pth`` file calls :func:`install`. From then on
-``python -m sglang.launch_server`` - the unchanged ExecStart of the production unit - runs
+The engine needs a GPU, so the lab cannot run it. The venv holds the REAL ``sglang`` wheel
+(installed with ``--no-deps``, so its source, ``srt/server_args.py`` included, is the release's
+own). This package lives outside the venv, in /usr/local/lib/sglang-standin, which the lab puts
+on the service's PYTHONPATH; the ``sitecustomize`` module there calls :func:`install`. From then
+on ``python -m sglang.launch_server`` - the unchanged ExecStart of the production unit - runs
 ``sglang_standin/launch_server.py`` instead of the engine, and ``import sglang`` no longer runs
-the package's ``__init__`` (which would import torch). Every other module of the real package
-stays where it is, untouched.
+the package's ``__init__`` (which would import torch). Every module of the real package stays
+where it is, untouched.
 """
 import importlib.abc
 import importlib.machinery
