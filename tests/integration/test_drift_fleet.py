@@ -126,7 +126,7 @@ def test_converged_fleet_has_no_drift_and_check_changes_nothing(fleet):
     assert code == 0, output
     assert sorted(report["hosts"]) == [node(i) for i in range(1, NODES + 1)]
     for name, host in report["hosts"].items():
-        assert host["status"] == "ok", name
+        assert (host["status"], host["reason"]) == ("ok", ""), name
         assert host["drift"] == [], name
         assert not_judged(host) == NOT_JUDGED, name
     assert "No drift." in output
@@ -145,6 +145,8 @@ def test_each_tampered_node_shows_exactly_its_drift_and_check_changes_nothing(fl
         assert [(f["label"], f["reason"]) for f in host["drift"]] == expected, node(i)
     assert report["summary"]["drifted_hosts"] == NODES
     assert report["summary"]["drifted_tasks"] == len(TAMPERS)
+    # Every node went through the preflight and all its converge batches.
+    assert report["summary"]["not_checked_hosts"] == 0
     markdown = (fleet["work"] / "tampered.md").read_text()
     assert f"| {node(4)} | sglang_service : Write the secrets file |" in markdown
 

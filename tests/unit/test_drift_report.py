@@ -1,10 +1,12 @@
-"""The drift report's event processing, over recorded and generated ansible-runner events.
+"""The drift report's reduction (plugins/plugin_utils/drift.py) and the CLI's offline paths.
 
-The recordings in tests/fixtures/drift/ are real runs of tools/drift-report (--save-events)
-against two lab nodes converged with tests/integration/fleet/fixture.yml: once converged
-(`clean`), once after tampering (`tampered`: node 01 lost the package and its env file went
-0644; node 02 had its unit edited and the alternative switched back; a third inventory host
-listens nowhere).
+The recordings in tests/fixtures/drift/ are real runs of tests/fixtures/drift/check.yml in
+check mode on hosts a-d over the local connection, with the callback's events_path option set:
+- stopped-converge: a, b and c drift; c then fails in the serial converge play, whose
+  max_fail_percentage 0 stops the run before d's batch;
+- stopped-preflight: b fails the any_errors_fatal preflight, no host reaches the converge;
+- unreachable: a drifts, `gone` (ssh to a closed loopback port) is unreachable.
+The other cases are generated events, shaped as the callback emits them.
 """
 from __future__ import annotations
 
@@ -17,98 +19,111 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 import drift_report  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import drift  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "drift"
+CONVERGE = "Converge the hosts one at a time"
+PREFLIGHT = "Check the hosts before anything changes"
+NO_LOG = "would change (no_log: the task's details are hidden)"
 
 
-def replay(name: str) -> dict:
-    collector = drift_report.DriftCollector()
+def recorded(name: str) -> dict:
     with open(FIXTURES / f"{name}.events.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            collector.handle(json.loads(line))
-    return collector.finish()
+        return drift.replay(json.loads(line) for line in handle if line.strip())
 
 
-def labels(report: dict, host: str, key: str = "drift") -> list:
-    return [f["label"] for f in report["hosts"][host][key]]
+def pairs(report: dict, host: str, key: str = "drift") -> list:
+    return [(f["label"], f["reason"]) for f in report["hosts"][host][key]]
 
 
-def test_converged_fleet_reports_no_drift_and_lists_the_unjudged_task():
-    report = replay("fixture-clean")
-    assert report["summary"]["exit_code"] == drift_report.EXIT_CLEAN
-    assert report["summary"]["drifted_tasks"] == 0
-    assert sorted(report["hosts"]) == ["drift-dev-01", "drift-dev-02"]
-    for host in report["hosts"].values():
-        assert host["status"] == "ok"
-        assert host["drift"] == []
-        assert [(f["label"], f["reason"]) for f in host["not_judged"]] == [
-            ("Ask the service whether it is up",
-             "runs only outside check mode (when: not ansible_check_mode)"),
-        ]
+def drift_of(host: str) -> list:
+    return [
+        ("Write the service configuration", f"/tmp/drift-fixture/{host}.conf would be created"),
+        ("Write the secrets file", NO_LOG),
+        ("Make the data directories [cache]", f"/tmp/drift-fixture/{host}-cache would be created (directory)"),
+        ("Make the data directories [models]", f"/tmp/drift-fixture/{host}-models would be created (directory)"),
+    ]
 
 
-def test_tampered_fleet_reports_each_drift_on_its_own_host_with_a_reason():
-    report = replay("fixture-tampered")
+def test_a_run_stopped_by_max_fail_percentage_keeps_drift_and_names_who_stopped_it():
+    report = recorded("stopped-converge")
     hosts = report["hosts"]
-    assert [(f["label"], f["reason"]) for f in hosts["drift-dev-01"]["drift"]] == [
-        ("Install the fixture package", "package would install: fixture-tool"),
-        ("Write the fixture environment file", "/etc/default/fixture: mode 0644 -> 0640"),
-    ]
-    assert [(f["label"], f["reason"]) for f in hosts["drift-dev-02"]["drift"]] == [
-        ("Select tool-2 as the current tool",
-         "alternatives: Set alternative '/opt/fixture/tool-2' for 'fixture-tool'."),
-        ("Install the fixture unit",
-         "content of /etc/systemd/system/fixture.service would change (+1 -1 lines)"),
-    ]
-    # The handler the drift would trigger is a consequence, not a drift of its own.
-    assert labels(report, "drift-dev-01", "handlers_that_would_run") == ["Restart fixture"]
-    assert hosts["drift-dev-gone"]["status"] == "unreachable"
-    assert "port 2399: Connection refused" in hosts["drift-dev-gone"]["failures"][0]["reason"]
-    assert report["summary"] == {
-        "hosts": 3, "drifted_hosts": 2, "failed_hosts": 0, "unreachable_hosts": 1,
-        "drifted_tasks": 4, "not_judged_tasks": 1, "run_completed": True,
-        "exit_code": drift_report.EXIT_FAILED,
+    assert {name: (h["status"], h["reason"]) for name, h in hosts.items()} == {
+        "a": ("drift", ""),
+        "b": ("drift", ""),
+        # c drifted, then failed: its drift stays in the report.
+        "c": ("failed", ""),
+        # d's batch never started.
+        "d": ("not checked", f"the run stopped after c failed 'Stop where asked' in play "
+                             f"'{CONVERGE}' (max_fail_percentage: 0)"),
     }
+    for name in "abc":
+        assert pairs(report, name) == drift_of(name), name
+    assert pairs(report, "c", "failures") == [("Stop where asked", "c broke during the converge")]
+    assert pairs(report, "d") == []
+    # The handler the drift notifies is a consequence, not drift; c failed before handlers ran.
+    assert [f["label"] for f in hosts["a"]["handlers_that_would_run"]] == ["Restart the service"]
+    assert hosts["c"]["handlers_that_would_run"] == []
+    assert pairs(report, "a", "not_judged") == [
+        ("Reload the unit files", "Command would have run if not in check mode"),
+        ("Ask the service whether it is up", "runs only outside check mode (when: not ansible_check_mode)"),
+    ]
+    assert report["summary"] == {
+        "hosts": 4, "ok_hosts": 0, "drifted_hosts": 3, "failed_hosts": 1, "unreachable_hosts": 0,
+        "not_checked_hosts": 1, "drifted_tasks": 12, "not_judged_tasks": 2, "check_mode": True,
+        "run_completed": True, "exit_code": drift.EXIT_FAILED,
+    }
+    text = drift.render_text(report)
+    assert ("d     -                                   NOT CHECKED: the run stopped after c failed "
+            "'Stop where asked'") in text
+    assert text.endswith("4 host(s): 0 ok, 3 with drift (12 task result(s)), 1 failed, "
+                         "0 unreachable, 1 not checked; 2 task(s) not judged in check mode.")
 
 
-def test_without_the_unreachable_host_drift_exits_one():
-    collector = drift_report.DriftCollector()
-    with open(FIXTURES / "fixture-tampered.events.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            event = json.loads(line)
-            data = event.get("event_data", {})
-            if data.get("host") == "drift-dev-gone":
-                continue
-            if event["event"] == "playbook_on_stats":
-                for counts in data.values():
-                    if isinstance(counts, dict):
-                        counts.pop("drift-dev-gone", None)
-            collector.handle(event)
-    assert collector.finish()["summary"]["exit_code"] == drift_report.EXIT_DRIFT
+def test_a_failed_preflight_leaves_every_other_host_not_checked():
+    report = recorded("stopped-preflight")
+    reason = (f"the run stopped after b failed 'Require the host to be ready' in play "
+              f"'{PREFLIGHT}' (any_errors_fatal)")
+    assert {name: (h["status"], h["reason"]) for name, h in report["hosts"].items()} == {
+        "a": ("not checked", reason), "b": ("failed", ""),
+        "c": ("not checked", reason), "d": ("not checked", reason),
+    }
+    assert report["summary"]["exit_code"] == drift.EXIT_FAILED
+    assert report["summary"]["ok_hosts"] == 0
+    markdown = drift.render_markdown(report)
+    assert f"| a | not checked | 0 | 0 | {reason} |" in markdown
 
 
-# Generated events, shaped as ansible-runner 2.4 emits them.
-def ev(kind: str, host: str | None = None, task: str = "T", res: dict | None = None, **data) -> dict:
-    event_data = {"task": task, "task_uuid": data.pop("task_uuid", "u-" + task),
-                  "task_action": data.pop("action", "ansible.builtin.copy"), **data}
-    if host:
-        event_data["host"] = host
-    if res is not None:
-        event_data["res"] = res
-    return {"event": kind, "event_data": event_data, "stdout": data.pop("stdout", "")}
+def test_an_unreachable_host_is_reported_with_the_connection_error():
+    report = recorded("unreachable")
+    assert report["hosts"]["a"]["status"] == "drift"
+    assert pairs(report, "a") == drift_of("a")
+    gone = report["hosts"]["gone"]
+    assert gone["status"] == "unreachable"
+    assert gone["failures"][0]["reason"].endswith(
+        "ssh: connect to host 127.0.0.1 port 1: Connection refused")
+    assert report["summary"]["exit_code"] == drift.EXIT_FAILED
+
+
+# Generated events, shaped as the callback emits them.
+def play(name="P", hosts=("h1",), batch=None, play_id=None, max_fail=None) -> dict:
+    return {"event": "play_start", "play_id": play_id or f"id-{name}", "play": name,
+            "selected": list(hosts), "batch": list(hosts if batch is None else batch),
+            "max_fail_percentage": max_fail}
+
+
+def result(kind: str, host: str, task: str = "T", res: dict | None = None, **fields) -> dict:
+    return {"event": "result", "kind": kind, "host": host, "task": task,
+            "action": fields.pop("action", "ansible.builtin.copy"), "res": res or {}, **fields}
 
 
 def stats(*hosts: str, failures=(), dark=()) -> dict:
-    return {"event": "playbook_on_stats", "event_data": {
-        "processed": {h: 1 for h in hosts}, "failures": {h: 1 for h in failures},
-        "dark": {h: 1 for h in dark}, "ok": {}, "changed": {}, "skipped": {}}}
+    return {"event": "stats", "processed": {h: 1 for h in hosts},
+            "failures": {h: 1 for h in failures}, "dark": {h: 1 for h in dark}}
 
 
-def collect(*events) -> dict:
-    collector = drift_report.DriftCollector()
-    for event in events:
-        collector.handle(event)
-    return collector.finish()
+def start(plays: int = 1) -> dict:
+    return {"event": "playbook_start", "plays": plays, "check_mode": True}
 
 
 def test_loop_drift_counts_each_changed_item_once_and_skips_the_aggregate():
@@ -116,76 +131,145 @@ def test_loop_drift_counts_each_changed_item_once_and_skips_the_aggregate():
               "diff": {"before": {"path": f"/d/{name}", "mode": "0700"},
                        "after": {"path": f"/d/{name}", "mode": "0755"}}} for name in ("a", "b")]
     unchanged = {"changed": False, "item": "c", "_ansible_item_label": "c"}
-    report = collect(
-        ev("runner_item_on_ok", "h1", "Make dirs", items[0], action="ansible.builtin.file"),
-        ev("runner_item_on_ok", "h1", "Make dirs", unchanged, action="ansible.builtin.file"),
-        ev("runner_item_on_ok", "h1", "Make dirs", items[1], action="ansible.builtin.file"),
-        ev("runner_on_ok", "h1", "Make dirs", {"changed": True, "results": items + [unchanged]},
-           action="ansible.builtin.file"),
+    report = drift.replay([
+        start(), play(),
+        result("item_ok", "h1", "Make dirs", items[0], action="ansible.builtin.file"),
+        result("item_ok", "h1", "Make dirs", unchanged, action="ansible.builtin.file"),
+        result("item_ok", "h1", "Make dirs", items[1], action="ansible.builtin.file"),
+        result("ok", "h1", "Make dirs", {"changed": True}, loop=True, action="ansible.builtin.file"),
         stats("h1"),
-    )
-    assert [(f["label"], f["reason"]) for f in report["hosts"]["h1"]["drift"]] == [
-        ("Make dirs [a]", "/d/a: mode 0700 -> 0755"),
-        ("Make dirs [b]", "/d/b: mode 0700 -> 0755"),
-    ]
-    assert report["summary"]["exit_code"] == drift_report.EXIT_DRIFT
+    ])
+    assert pairs(report, "h1") == [("Make dirs [a]", "/d/a: mode 0700 -> 0755"),
+                                   ("Make dirs [b]", "/d/b: mode 0700 -> 0755")]
+    assert report["summary"]["exit_code"] == drift.EXIT_DRIFT
 
 
 def test_check_mode_skips_are_not_judged_and_ordinary_skips_are_ignored():
-    report = collect(
-        ev("runner_on_skipped", "h1", "Run it", action="ansible.builtin.command",
-           stdout='skipping: [h1] => {"changed": false, "msg": '
-                  '"Command would have run if not in check mode", "skipped": true}'),
-        ev("runner_on_skipped", "h1", "Optional", action="ansible.builtin.copy",
-           stdout='skipping: [h1] => {"changed": false, "false_condition": "x is defined", '
-                  '"skip_reason": "Conditional result was False"}'),
-        ev("runner_item_on_skipped", "h1", "Per item",
-           res={"false_condition": "not ansible_check_mode", "item": 1, "_ansible_item_label": 1}),
-        ev("runner_on_skipped", "h1", "Per item",
-           res={"results": [], "skipped": True, "msg": "All items skipped"}),
+    report = drift.replay([
+        start(), play(),
+        result("skipped", "h1", "Run it", {"msg": "Command would have run if not in check mode"},
+               action="ansible.builtin.command"),
+        result("skipped", "h1", "Optional", {"false_condition": "x is defined",
+                                             "skip_reason": "Conditional result was False"}),
+        result("item_skipped", "h1", "Per item",
+               {"false_condition": "not ansible_check_mode", "item": 1, "_ansible_item_label": 1}),
+        result("skipped", "h1", "Per item", {"msg": "All items skipped"}, loop=True),
         stats("h1"),
-    )
-    host = report["hosts"]["h1"]
-    assert [(f["label"], f["reason"]) for f in host["not_judged"]] == [
+    ])
+    assert pairs(report, "h1", "not_judged") == [
         ("Run it", "Command would have run if not in check mode"),
         ("Per item [1]", "runs only outside check mode (when: not ansible_check_mode)"),
     ]
-    assert host["status"] == "ok"
-    assert report["summary"]["exit_code"] == drift_report.EXIT_CLEAN
+    assert report["hosts"]["h1"]["status"] == "ok"
+    assert report["summary"]["exit_code"] == drift.EXIT_CLEAN
 
 
 def test_failed_host_exits_two_and_an_ignored_failure_is_not_judged():
-    report = collect(
-        ev("runner_on_failed", "h1", "Probe", {"msg": "boom"}, ignore_errors=True),
-        ev("runner_on_failed", "h2", "Install", {"msg": "No package matching 'x'"}),
+    report = drift.replay([
+        start(), play(hosts=("h1", "h2")),
+        result("failed", "h1", "Probe", {"msg": "boom"}, ignore_errors=True),
+        result("failed", "h2", "Install", {"msg": "No package matching 'x'"}),
         stats("h1", "h2", failures=["h2"]),
-    )
+    ])
     assert report["hosts"]["h1"]["status"] == "ok"
-    assert report["hosts"]["h1"]["not_judged"][0]["reason"] == "failed in check mode (ignored): boom"
+    assert pairs(report, "h1", "not_judged") == [("Probe", "failed in check mode (ignored): boom")]
     assert report["hosts"]["h2"]["status"] == "failed"
-    assert report["hosts"]["h2"]["failures"][0]["reason"] == "No package matching 'x'"
-    assert report["summary"]["exit_code"] == drift_report.EXIT_FAILED
-    assert "h2    Install  FAILED: No package matching 'x'" in drift_report.render_text(report)
+    assert pairs(report, "h2", "failures") == [("Install", "No package matching 'x'")]
+    assert report["summary"]["exit_code"] == drift.EXIT_FAILED
+    assert "h2    Install  FAILED: No package matching 'x'" in drift.render_text(report)
 
 
-def test_a_run_that_never_reached_statistics_is_a_failure_without_verdict():
-    report = collect(ev("playbook_on_start"))
+def test_a_failure_a_rescue_handled_is_not_a_failed_host():
+    report = drift.replay([start(), play(), result("failed", "h1", "Try", {"msg": "no"}), stats("h1")])
+    assert report["hosts"]["h1"]["status"] == "ok"
+    assert pairs(report, "h1", "not_judged") == [("Try", "failed in check mode (rescued): no")]
+
+
+def test_max_fail_percentage_stops_the_rest_of_the_batch_and_the_batches_after_it():
+    report = drift.replay([
+        start(), play(hosts=("h1", "h2", "h3"), batch=("h1", "h2"), max_fail=0),
+        result("ok", "h1", "Write", {"changed": True, "msg": "x"}),
+        result("ok", "h2", "Write", {"changed": False}),
+        result("failed", "h1", "Gate", {"msg": "unhealthy"}),
+        {"event": "no_hosts_remaining"},
+        stats("h1", "h2", failures=["h1"]),
+    ])
+    reason = "the run stopped after h1 failed 'Gate' in play 'P' (max_fail_percentage: 0)"
+    assert {n: (h["status"], h["reason"]) for n, h in report["hosts"].items()} == {
+        "h1": ("failed", ""), "h2": ("not checked", reason), "h3": ("not checked", reason)}
+    assert pairs(report, "h1") == [("Write", "copy: x")]
+    assert report["summary"]["drifted_hosts"] == 1
+
+
+def test_a_play_that_never_started_leaves_its_hosts_not_checked():
+    report = drift.replay([
+        start(plays=2), play("First", hosts=("h1",)), result("ok", "h1"),
+        {"event": "unstarted_play", "play_id": "id-Second", "play": "Second", "selected": ["h1", "h9"]},
+        stats("h1"),
+    ])
+    assert {n: (h["status"], h["reason"]) for n, h in report["hosts"].items()} == {
+        "h1": ("not checked", "the run ended before play 'Second' reached it"),
+        "h9": ("not checked", "the run ended before play 'Second' reached it")}
+    # A play whose hosts could not be resolved still did not run.
+    report = drift.replay([
+        start(plays=2), play("First"), result("ok", "h1"),
+        {"event": "unstarted_play", "play_id": "id-Second", "play": "Second", "selected": None},
+        stats("h1"),
+    ])
+    assert report["hosts"]["h1"]["reason"] == "the run ended before play 'Second' started"
+
+
+def test_every_selected_host_appears_once_even_without_a_result():
+    report = drift.replay([start(), play(hosts=("h1", "h2")), result("ok", "h1"), stats("h1", "h2")])
+    assert sorted(report["hosts"]) == ["h1", "h2"]
+    assert [h["status"] for h in report["hosts"].values()] == ["ok", "ok"]
+    assert report["summary"]["exit_code"] == drift.EXIT_CLEAN
+
+
+def test_a_run_that_never_reached_its_recap_has_no_verdict():
+    report = drift.replay([start(), play(), result("ok", "h1", res={"changed": True})])
     assert report["summary"]["run_completed"] is False
-    assert report["summary"]["exit_code"] == drift_report.EXIT_FAILED
-    assert drift_report.summary_line(report).startswith("The check run did not complete")
+    assert report["hosts"]["h1"]["status"] == "not checked"
+    assert report["hosts"]["h1"]["reason"] == "the run did not complete (no play recap)"
+    assert report["summary"]["exit_code"] == drift.EXIT_FAILED
+    assert drift.summary_line(drift.incomplete_report()).startswith("The check run did not complete")
 
 
 def test_a_run_that_checked_no_host_is_a_failure_not_a_clean_bill():
-    report = collect(stats())
-    assert report["summary"]["exit_code"] == drift_report.EXIT_FAILED
-    assert drift_report.summary_line(report) == (
-        "No host was checked: the inventory or the limit matched nothing.")
+    report = drift.replay([start(), play(hosts=()), stats()])
+    assert report["summary"]["exit_code"] == drift.EXIT_FAILED
+    assert drift.summary_line(report) == "No host was checked: the inventory or the limit matched nothing."
+
+
+def test_a_run_outside_check_mode_says_its_drift_was_applied():
+    report = drift.replay([{"event": "playbook_start", "plays": 1, "check_mode": False}, play(),
+                           result("ok", "h1", res={"changed": True}), stats("h1")])
+    assert drift.summary_line(report).endswith("Not a check run: what is listed as drift was changed.")
 
 
 def test_role_tasks_are_labelled_with_their_role():
-    report = collect(ev("runner_on_ok", "h1", "Write unit", {"changed": True, "msg": "x"},
-                        role="sglang_service"), stats("h1"))
-    assert labels(report, "h1") == ["sglang_service : Write unit"]
+    report = drift.replay([start(), play(), result("ok", "h1", "Write unit", {"changed": True, "msg": "x"},
+                                                   role="sglang_service"), stats("h1")])
+    assert [f["label"] for f in report["hosts"]["h1"]["drift"]] == ["sglang_service : Write unit"]
+
+
+def test_a_no_log_task_that_would_change_is_drift_and_its_result_stays_hidden():
+    censored = {"censored": "the output has been hidden due to the fact that 'no_log: true' was "
+                            "specified for this result"}
+    report = drift.replay([
+        start(), play(hosts=("h1", "h2")),
+        result("ok", "h1", "Write the secrets file", {**censored, "changed": True}),
+        result("ok", "h2", "Write the secrets file", {**censored, "changed": False}),
+        stats("h1", "h2"),
+    ])
+    assert pairs(report, "h1") == [("Write the secrets file", NO_LOG)]
+    assert pairs(report, "h2") == []
+    assert [report["hosts"][h]["status"] for h in ("h1", "h2")] == ["drift", "ok"]
+
+
+def test_slim_result_keeps_only_what_the_report_reads():
+    assert drift.slim_result({"changed": True, "stdout": "secret", "diff": {"before": "a"},
+                              "invocation": {"module_args": {}}}) == {"changed": True, "diff": {"before": "a"}}
 
 
 @pytest.mark.parametrize("action,res,reason", [
@@ -213,25 +297,19 @@ def test_role_tasks_are_labelled_with_their_role():
     ("blackwell.sglang.sglang_capmap", {}, "sglang_capmap would change (the module reports no diff)"),
 ])
 def test_reasons_are_short_and_name_what_would_change(action, res, reason):
-    assert drift_report.describe_change(action, {"changed": True, **res})[0] == reason
+    assert drift.describe_change(action, {"changed": True, **res})[0] == reason
 
 
-def test_result_from_stdout_reads_through_colour_and_item_prefixes():
-    text = '\x1b[0;36mskipping: [h] => (item=a) => {"false_condition": "not ansible_check_mode"}\x1b[0m'
-    assert drift_report.result_from_stdout(text) == {"false_condition": "not ansible_check_mode"}
-    assert drift_report.result_from_stdout("skipping: [h]") == {}
-
-
-def test_cli_replays_saved_events_into_json_and_markdown(tmp_path, capsys):
+def test_cli_rebuilds_json_and_markdown_from_saved_events(tmp_path, capsys):
     out_json, out_md = tmp_path / "r.json", tmp_path / "r.md"
-    code = drift_report.main(["--from-events", str(FIXTURES / "fixture-tampered.events.jsonl"),
+    code = drift_report.main(["--from-events", str(FIXTURES / "stopped-converge.events.jsonl"),
                               "--json", str(out_json), "--markdown", str(out_md)])
-    assert code == drift_report.EXIT_FAILED
-    assert json.loads(out_json.read_text())["summary"]["drifted_tasks"] == 4
+    assert code == drift.EXIT_FAILED
+    assert json.loads(out_json.read_text()) == recorded("stopped-converge")
     markdown = out_md.read_text()
-    assert "| drift-dev-01 | Write the fixture environment file | /etc/default/fixture: mode 0644 -> 0640 |" in markdown
-    assert "| Ask the service whether it is up | drift-dev-01, drift-dev-02 |" in markdown
-    assert "drift-dev-02    Install the fixture unit" in capsys.readouterr().out
+    assert "| c | Write the secrets file | would change (no_log: the task's details are hidden) |" in markdown
+    assert "| Reload the unit files | a, b, c | Command would have run if not in check mode |" in markdown
+    assert capsys.readouterr().out == drift.render_text(recorded("stopped-converge")) + "\n"
 
 
 def test_cli_rejects_a_missing_playbook_before_running_anything(tmp_path, capsys):
@@ -239,25 +317,12 @@ def test_cli_rejects_a_missing_playbook_before_running_anything(tmp_path, capsys
     inventory.write_text("h1\n")
     with pytest.raises(SystemExit) as exc:
         drift_report.main(["-i", str(inventory), "-p", str(tmp_path / "nope.yml")])
-    assert exc.value.code == drift_report.EXIT_USAGE
+    assert exc.value.code == drift.EXIT_USAGE
     assert f"drift-report: error: playbook not found: {tmp_path / 'nope.yml'}" in capsys.readouterr().err
 
 
-def test_a_no_log_task_that_would_change_is_drift_and_its_result_stays_hidden():
-    censored = {"censored": "the output has been hidden due to the fact that 'no_log: true' was "
-                            "specified for this result"}
-    printed = ('changed: [h1] => {"censored": "the output has been hidden due to the fact that '
-               '\'no_log: true\' was specified for this result", "changed": %s}')
-    report = collect(
-        ev("runner_on_ok", "h1", "Write the secrets file", dict(censored),
-           action="ansible.builtin.template", stdout=printed % "true"),
-        ev("runner_on_ok", "h2", "Write the secrets file", dict(censored),
-           action="ansible.builtin.template", stdout=printed.replace("changed:", "ok:") % "false"),
-        stats("h1", "h2"),
-    )
-    assert labels(report, "h1") == ["Write the secrets file"]
-    assert labels(report, "h2") == []
-    assert report["hosts"]["h1"]["status"] == "drift"
-    assert report["hosts"]["h2"]["status"] == "ok"
-    assert report["hosts"]["h1"]["drift"][0]["reason"] == (
-        "would change (no_log: the task's details are hidden)")
+def test_cli_rejects_a_missing_events_file(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        drift_report.main(["--from-events", str(tmp_path / "none.jsonl")])
+    assert exc.value.code == drift.EXIT_USAGE
+    assert f"drift-report: error: events file not found: {tmp_path / 'none.jsonl'}" in capsys.readouterr().err

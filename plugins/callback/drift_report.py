@@ -1,0 +1,220 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: drift_report
+type: aggregate
+short_description: Reports, per host, what a check-mode run found would change
+description:
+  - Reduces a playbook run in check and diff mode (C(--check --diff)) to one verdict per host
+    and one line per task result that would change, with a short reason taken from the
+    task's diff.
+  - Every host that a play of the run selects (the inventory with C(--limit) applied) appears
+    exactly once, with the status V(ok), V(drift), V(failed), V(unreachable) or
+    V(not checked). A host is V(not checked) when the run stopped before the host went
+    through every play that selects it (C(any_errors_fatal), C(max_fail_percentage), a
+    serial batch never reached); its reason names the host and task whose failure stopped
+    the run.
+  - Drift found on a host before it failed stays in its report.
+  - Tasks check mode cannot judge (a task that runs only when C(ansible_check_mode) is false,
+    a command skipped in check mode, a failure under C(ignore_errors)) are listed as not
+    judged, not as drift. Handlers that the drift would notify are listed as consequences.
+  - The verdicts come from the task results Ansible hands to callbacks, never from printed
+    output; for C(no_log) tasks that is the censored result, which keeps C(changed).
+  - At the end of the run it prints the table, and writes the report as JSON and Markdown
+    where configured. The report's C(summary.exit_code) is what C(tools/drift-report)
+    exits with, V(0) every selected host was checked and is clean, V(1) drift, V(2) a host
+    failed, was unreachable or was not checked.
+requirements:
+  - Enable it by name, C(callbacks_enabled = blackwell.sglang.drift_report) in
+    C(ansible.cfg) or C(ANSIBLE_CALLBACKS_ENABLED=blackwell.sglang.drift_report).
+options:
+  json_path:
+    description: Write the report as JSON to this file at the end of the run.
+    type: path
+    env:
+      - name: BLACKWELL_DRIFT_REPORT_JSON
+    ini:
+      - section: callback_drift_report
+        key: json_path
+  markdown_path:
+    description: Write the report as Markdown tables to this file at the end of the run.
+    type: path
+    env:
+      - name: BLACKWELL_DRIFT_REPORT_MARKDOWN
+    ini:
+      - section: callback_drift_report
+        key: markdown_path
+  events_path:
+    description:
+      - Record the structured events the report is built from to this file, one JSON object
+        per line, so that C(tools/drift-report --from-events) can rebuild the report later.
+      - Results are kept only in the fields the report reads.
+    type: path
+    env:
+      - name: BLACKWELL_DRIFT_REPORT_EVENTS
+    ini:
+      - section: callback_drift_report
+        key: events_path
+  print_table:
+    description: Print the report's table at the end of the run.
+    type: bool
+    default: true
+    env:
+      - name: BLACKWELL_DRIFT_REPORT_PRINT
+    ini:
+      - section: callback_drift_report
+        key: print_table
+"""
+
+EXAMPLES = r"""
+# ansible.cfg
+# [defaults]
+# callbacks_enabled = blackwell.sglang.drift_report
+# [callback_drift_report]
+# json_path = drift.json
+# markdown_path = drift.md
+
+# or for one run:
+# ANSIBLE_CALLBACKS_ENABLED=blackwell.sglang.drift_report BLACKWELL_DRIFT_REPORT_JSON=drift.json \
+#   ansible-playbook site.yml -i inventories/lab --check --diff
+"""
+
+import json
+
+from ansible import context
+from ansible.playbook.handler import Handler
+from ansible.plugins.callback import CallbackBase
+from ansible.template import Templar
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import drift
+
+
+def _play_id(play):
+    """The play's identity across its serial batches. ansible-runner's display callback, which
+    sees the play first, renames each repeat of a play's uuid to <uuid>_<n>."""
+    return str(play._uuid).split("_", 1)[0]  # pylint: disable=protected-access
+
+
+class CallbackModule(CallbackBase):
+    """Turns Ansible's callback calls into drift events and renders the report at the end."""
+
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "blackwell.sglang.drift_report"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, display=None):
+        super().__init__(display=display)
+        self._collector = drift.DriftCollector()
+        self._plays = []
+        self._started = set()
+        self._events = None
+
+    def set_options(self, task_keys=None, var_options=None, direct=None):
+        super().set_options(task_keys=task_keys, var_options=var_options, direct=direct)
+        if self.get_option("events_path"):
+            # pylint: disable-next=consider-using-with
+            self._events = open(self.get_option("events_path"), "w", encoding="utf-8")
+
+    def _emit(self, event):
+        self._collector.handle(event)
+        if self._events is not None:
+            self._events.write(json.dumps(event, sort_keys=True) + "\n")
+
+    def v2_playbook_on_start(self, playbook):
+        self._plays = playbook.get_plays()
+        check = context.CLIARGS.get("check") if context.CLIARGS else None
+        self._emit({"event": "playbook_start", "plays": len(self._plays),
+                    "check_mode": None if check is None else bool(check)})
+
+    def v2_playbook_on_play_start(self, play):
+        # The strategy starts a play once per serial batch, with the inventory restricted to
+        # the batch; without the restriction (the limit still applies) it is the play's hosts.
+        inventory = play.get_variable_manager()._inventory  # pylint: disable=protected-access
+        play_id = _play_id(play)
+        self._started.add(play_id)
+        self._emit({
+            "event": "play_start",
+            "play_id": play_id,
+            "play": play.get_name(),
+            "selected": [h.name for h in inventory.get_hosts(play.hosts, ignore_restrictions=True)],
+            "batch": [h.name for h in inventory.get_hosts(play.hosts)],
+            "max_fail_percentage": play.max_fail_percentage,
+        })
+
+    def v2_playbook_on_no_hosts_remaining(self):
+        self._emit({"event": "no_hosts_remaining"})
+
+    def _result(self, kind, result, ignore_errors=False):
+        task = result.task
+        role = getattr(task, "_role", None)
+        res = result.result
+        self._emit({
+            "event": "result",
+            "kind": kind,
+            "host": result.host.name,
+            "task": result.task_name or task.action,
+            "role": role.get_name(include_role_fqcn=False) if role else None,
+            "action": getattr(task, "resolved_action", None) or task.action,
+            "path": task.get_path() or "",
+            "handler": isinstance(task, Handler),
+            "ignore_errors": bool(ignore_errors),
+            "any_errors_fatal": bool(task.any_errors_fatal),
+            "loop": isinstance(res.get("results"), list),
+            "res": drift.slim_result(res),
+        })
+
+    def v2_runner_on_ok(self, result):
+        self._result("ok", result)
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._result("failed", result, ignore_errors)
+
+    def v2_runner_on_skipped(self, result):
+        self._result("skipped", result)
+
+    def v2_runner_on_unreachable(self, result):
+        self._result("unreachable", result)
+
+    def v2_runner_item_on_ok(self, result):
+        self._result("item_ok", result)
+
+    def v2_runner_item_on_failed(self, result):
+        self._result("item_failed", result)
+
+    def v2_runner_item_on_skipped(self, result):
+        self._result("item_skipped", result)
+
+    def _unstarted_hosts(self, play):
+        """The hosts a play that never started would have selected; None where unknown."""
+        try:
+            manager = play.get_variable_manager()
+            pattern = Templar(loader=play.get_loader(), variables=manager.get_vars(play=play)).template(play.hosts)
+            return [h.name for h in manager._inventory.get_hosts(pattern, ignore_restrictions=True)]  # pylint: disable=protected-access
+        except Exception:  # pylint: disable=broad-exception-caught
+            # A hosts pattern that cannot be resolved outside the run still counts as a play
+            # that did not run: the report then treats every host as not checked.
+            return None
+
+    def v2_playbook_on_stats(self, stats):
+        for play in self._plays:
+            if _play_id(play) not in self._started:
+                self._emit({"event": "unstarted_play", "play_id": _play_id(play),
+                            "play": play.get_name(), "selected": self._unstarted_hosts(play)})
+        self._emit({"event": "stats", "processed": dict(stats.processed),
+                    "failures": dict(stats.failures), "dark": dict(stats.dark)})
+        report = self._collector.finish()
+        if self._events is not None:
+            self._events.flush()
+        if self.get_option("json_path"):
+            with open(self.get_option("json_path"), "w", encoding="utf-8") as handle:
+                handle.write(drift.render_json(report))
+        if self.get_option("markdown_path"):
+            with open(self.get_option("markdown_path"), "w", encoding="utf-8") as handle:
+                handle.write(drift.render_markdown(report))
+        if self.get_option("print_table"):
+            self._display.display("\n" + drift.render_text(report))

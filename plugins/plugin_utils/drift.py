@@ -1,0 +1,558 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Drift verdicts for a playbook run in check and diff mode: the one reduction of a run's
+structured events to host x drifted task, and its text, Markdown and JSON renderings.
+
+Plain Python without Ansible imports: the callback plugin ``blackwell.sglang.drift_report``
+turns Ansible's callback calls into the plain event dictionaries handled here, and the
+``tools/drift-report`` CLI reads the report the callback wrote. The unit tests feed the same
+events directly.
+
+Every host that a play of the run selected ends with exactly one status:
+``ok``, ``drift``, ``failed``, ``unreachable`` or ``not checked`` (with the reason: the run
+stopped before the host was checked to the end). Drift found before a host failed or was
+stopped stays in its report. Exit codes: 0 every selected host was checked and is clean,
+1 drift and nothing else, 2 a host failed, was unreachable or was not checked (or the run did
+not complete, or selected no host), 3 bad invocation (the CLI's, nothing was run).
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+
+EXIT_CLEAN = 0
+EXIT_DRIFT = 1
+EXIT_FAILED = 2
+EXIT_USAGE = 3
+
+OK = "ok"
+DRIFT = "drift"
+FAILED = "failed"
+UNREACHABLE = "unreachable"
+NOT_CHECKED = "not checked"
+STATUSES = (OK, DRIFT, FAILED, UNREACHABLE, NOT_CHECKED)
+
+REASON_WIDTH = 160
+
+# The keys of a task result the reduction reads. The callback keeps only these in the events
+# it records, so an event log holds no module output beyond what the report itself shows.
+RESULT_KEYS = ("changed", "diff", "msg", "false_condition", "skip_reason", "censored", "name",
+               "state", "enabled", "masked", "item", "_ansible_item_label")
+
+# apt's simulated transaction ("prepared" in its diff) names its plan under these headings.
+_APT_HEADINGS = (
+    ("NEW packages will be installed", "would install"),
+    ("packages will be REMOVED", "would remove"),
+    ("packages will be upgraded", "would upgrade"),
+    ("packages will be DOWNGRADED", "would downgrade"),
+)
+
+
+def slim_result(res) -> dict:
+    """The part of a task result the report needs, JSON-serialisable."""
+    if not isinstance(res, dict):
+        return {}
+    out = {key: res[key] for key in RESULT_KEYS if key in res}
+    return json.loads(json.dumps(out, default=str))
+
+
+@dataclass
+class Finding:
+    """One task's verdict on one host (one loop item where the task loops)."""
+
+    task: str
+    action: str
+    reason: str
+    path: str = ""
+    item: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.task} [{self.item}]" if self.item is not None else self.task
+
+
+@dataclass
+class HostReport:
+    name: str
+    status: str = OK
+    reason: str = ""
+    drift: list = field(default_factory=list)
+    not_judged: list = field(default_factory=list)
+    failures: list = field(default_factory=list)
+    handlers: list = field(default_factory=list)
+    # set while the run goes on: the host failed or was unreachable itself / was stopped
+    failed: bool = False
+    unreachable: bool = False
+    stopped: str = ""
+
+
+def _short(text: str, width: int = REASON_WIDTH) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _diffs(res: dict) -> list:
+    diff = res.get("diff")
+    if not diff:
+        return []
+    return [d for d in (diff if isinstance(diff, list) else [diff]) if isinstance(d, dict) and d]
+
+
+def _describe_apt(prepared: str) -> str:
+    parts = []
+    lines = prepared.splitlines()
+    for heading, verb in _APT_HEADINGS:
+        for pos, line in enumerate(lines):
+            if heading in line:
+                names = []
+                for follow in lines[pos + 1:]:
+                    if not follow.startswith(" "):
+                        break
+                    names.extend(follow.split())
+                parts.append(f"package {verb}: {' '.join(names)}")
+    if parts:
+        return "; ".join(parts)
+    # A local .deb (apt's `deb:` option) is simulated with dpkg, which words its plan otherwise.
+    upgrade = re.search(r"Unpacking (\S+) \((\S+)\) over \((\S+)\)", prepared)
+    if upgrade:
+        return f"package would change: {upgrade[1]} {upgrade[3]} -> {upgrade[2]}"
+    fresh = re.findall(r"Selecting previously unselected package (\S+?)\.?$", prepared, re.M)
+    if fresh:
+        return f"package would install: {' '.join(fresh)}"
+    first = next((line for line in lines if line.strip()), "")
+    return f"package change: {first.strip()}"
+
+
+def _path_of(diff: dict) -> str:
+    for key in ("before_header", "after_header"):
+        value = diff.get(key)
+        if isinstance(value, str) and value.startswith("/"):
+            return value.split(" (", 1)[0]
+    for side in ("after", "before"):
+        value = diff.get(side)
+        if isinstance(value, dict) and value.get("path"):
+            return str(value["path"])
+    return ""
+
+
+def _describe_diff(diff: dict) -> str:
+    """A short reason for one diff entry, as the modules shape them."""
+    if diff.get("prepared"):
+        return _describe_apt(str(diff["prepared"]))
+    before, after = diff.get("before"), diff.get("after")
+    path = _path_of(diff)
+    where = path or "target"
+    if isinstance(before, dict) or isinstance(after, dict):
+        before = before if isinstance(before, dict) else {}
+        after = after if isinstance(after, dict) else {}
+        if before.get("state") == "absent" and after.get("state") not in (None, "absent"):
+            return f"{where} would be created ({after['state']})"
+        if after.get("state") == "absent" and before.get("state") not in (None, "absent"):
+            return f"{where} would be removed"
+        # Modules put the attributes they would set in `after`; `before` may describe more.
+        changes = [
+            f"{key} {before.get(key)} -> {after.get(key)}"
+            for key in sorted(after)
+            if key != "path" and before.get(key) != after.get(key)
+        ]
+        return f"{where}: {', '.join(changes)}" if changes else ""
+    if isinstance(before, str) or isinstance(after, str):
+        before, after = before or "", after or ""
+        if before == after:
+            return ""
+        if not before:
+            return f"{where} would be created"
+        if not after:
+            return f"{where} would be emptied"
+        added = removed = 0
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0):
+            if line.startswith("+") and not line.startswith("+++"):
+                added += 1
+            elif line.startswith("-") and not line.startswith("---"):
+                removed += 1
+        return f"content of {where} would change (+{added} -{removed} lines)"
+    return ""
+
+
+def describe_change(action: str, res: dict) -> tuple[str, str]:
+    """(reason, path) for a task result that reports `changed` in check mode."""
+    reasons, paths = [], []
+    for diff in _diffs(res):
+        reason = _describe_diff(diff)
+        if reason and reason not in reasons:
+            reasons.append(reason)
+        path = _path_of(diff)
+        if path and path not in paths:
+            paths.append(path)
+    if reasons:
+        return _short("; ".join(reasons)), ", ".join(paths)
+    short_action = action.rsplit(".", 1)[-1]
+    if short_action in ("service", "systemd", "systemd_service"):
+        wanted = ", ".join(f"{key}={res[key]}" for key in ("state", "enabled", "masked") if key in res)
+        name = res.get("name", "service")
+        return _short(f"service {name} would change ({wanted or 'no detail'})"), ""
+    if res.get("msg"):
+        return _short(f"{short_action}: {res['msg']}"), ""
+    return f"{short_action} would change (the module reports no diff)", ""
+
+
+def not_judged_reason(res: dict) -> str | None:
+    """Why a skipped result is a task check mode could not judge; None for an ordinary skip."""
+    condition = str(res.get("false_condition", ""))
+    if "ansible_check_mode" in condition:
+        return f"runs only outside check mode (when: {condition})"
+    msg = str(res.get("msg", ""))
+    if "check mode" in msg:
+        return _short(msg)
+    return None
+
+
+def _item_label(res: dict) -> str:
+    label = res.get("_ansible_item_label", res.get("item"))
+    return label if isinstance(label, str) else json.dumps(label, sort_keys=True)
+
+
+class DriftCollector:
+    """Reduces a run's events (plain dictionaries, see ``handle``) to the report.
+
+    Events, in the order the run produces them:
+    ``playbook_start`` (plays: how many the playbook has, check_mode),
+    ``play_start`` (play_id, play, selected: every host the play selects with the limit
+    applied, batch: the hosts of the batch starting now, max_fail_percentage),
+    ``result`` (kind: ok, failed, skipped, unreachable, item_ok, item_failed or item_skipped;
+    host, task, role, action, path, handler, ignore_errors, any_errors_fatal, loop, res),
+    ``no_hosts_remaining`` (the strategy stopped the batch),
+    ``unstarted_play`` (play_id, play, selected or None where it could not be resolved), and
+    ``stats`` (processed, failures, dark: the play recap's counters).
+    """
+
+    def __init__(self) -> None:
+        self.hosts: dict[str, HostReport] = {}
+        self.stats: dict | None = None
+        self.check_mode: bool | None = None
+        self._plays_total = 0
+        self._plays: dict[str, tuple[str, list | None]] = {}
+        self._started: set[str] = set()
+        self._reached: set[tuple[str, str]] = set()
+        self._batch: list = []
+        self._batch_play: dict = {}
+        self._batch_failures: list = []
+        self._batch_stopped = False
+        self._stop_reason = ""
+
+    def host(self, name: str) -> HostReport:
+        if name not in self.hosts:
+            self.hosts[name] = HostReport(name)
+        return self.hosts[name]
+
+    def handle(self, event: dict) -> None:
+        kind = event.get("event")
+        if kind == "playbook_start":
+            self._plays_total += int(event.get("plays") or 0)
+            if event.get("check_mode") is not None:
+                self.check_mode = bool(self.check_mode is not False and event["check_mode"])
+        elif kind == "play_start":
+            self._play_start(event)
+        elif kind == "unstarted_play":
+            selected = event.get("selected")
+            self._plays.setdefault(event["play_id"], (event.get("play", ""), selected))
+            for name in selected or []:
+                self.host(name)
+        elif kind == "result":
+            self._result(event)
+        elif kind == "no_hosts_remaining":
+            limit = self._batch_play.get("max_fail_percentage")
+            if isinstance(limit, float) and limit.is_integer():
+                limit = int(limit)
+            self._stop_batch(f"max_fail_percentage: {limit}" if limit is not None
+                             else "no host of its batch was left")
+        elif kind == "stats":
+            self.stats = {key: dict(event.get(key) or {}) for key in ("processed", "failures", "dark")}
+
+    def _play_start(self, event: dict) -> None:
+        play_id = event["play_id"]
+        selected = list(event.get("selected") or [])
+        self._plays.setdefault(play_id, (event.get("play", ""), selected))
+        self._started.add(play_id)
+        for name in selected:
+            self.host(name)
+        self._batch = list(event.get("batch") or [])
+        self._batch_play = {"play": event.get("play", ""),
+                            "max_fail_percentage": event.get("max_fail_percentage")}
+        self._batch_failures = []
+        self._batch_stopped = False
+        for name in self._batch:
+            self.host(name)
+            self._reached.add((play_id, name))
+
+    def _stop_batch(self, why: str) -> None:
+        """The strategy stopped the current batch: its hosts that did not fail themselves did
+        not run the rest of the play (nor, as the run ends, anything after it)."""
+        if self._batch_stopped or not self._batch_failures:
+            return
+        self._batch_stopped = True
+        host, label, unreachable = self._batch_failures[0]
+        verb = "was unreachable at" if unreachable else "failed"
+        self._stop_reason = (f"the run stopped after {host} {verb} '{label}' in play "
+                             f"'{self._batch_play['play']}' ({why})")
+        for name in self._batch:
+            report = self.host(name)
+            if not (report.failed or report.unreachable or report.stopped):
+                report.stopped = self._stop_reason
+
+    def _result(self, event: dict) -> None:
+        name = event.get("host")
+        if not name:
+            return
+        kind = event.get("kind", "")
+        res = event.get("res") or {}
+        report = self.host(name)
+        task = event.get("task") or event.get("action") or "?"
+        role = event.get("role")
+        if role and not task.startswith(f"{role} : "):
+            task = f"{role} : {task}"
+        action = event.get("action") or ""
+        path = event.get("path") or ""
+        item = _item_label(res) if kind.startswith("item_") else None
+
+        if kind in ("failed", "unreachable") and not event.get("ignore_errors"):
+            unreachable = kind == "unreachable"
+            if unreachable:
+                report.unreachable = True
+            else:
+                report.failed = True
+            report.failures.append(Finding(task, action, _short(res.get("msg") or kind), path, None))
+            self._batch_failures.append((name, task, unreachable))
+            if event.get("any_errors_fatal"):
+                self._stop_batch("any_errors_fatal")
+            return
+        if kind == "failed":
+            msg = _short(res.get("msg") or "failed")
+            report.not_judged.append(Finding(task, action, f"failed in check mode (ignored): {msg}", path, None))
+            return
+        # A looping task sends one result per item, then an aggregate carrying every item's
+        # result under `results`: counting the aggregate too would report each drift twice.
+        if event.get("loop") and kind in ("ok", "skipped"):
+            return
+        if kind in ("ok", "item_ok"):
+            if not res.get("changed"):
+                return
+            if "censored" in res:
+                # no_log hides the result but keeps `changed`: the drift is real, its detail not shown.
+                reason, changed_path = "would change (no_log: the task's details are hidden)", ""
+            else:
+                reason, changed_path = describe_change(action, res)
+            finding = Finding(task, action, reason, changed_path, item)
+            (report.handlers if event.get("handler") else report.drift).append(finding)
+        elif kind in ("skipped", "item_skipped"):
+            why = not_judged_reason(res)
+            if why:
+                report.not_judged.append(Finding(task, action, why, "", item))
+
+    def _unchecked_reason(self, name: str) -> str:
+        """Why a host that neither failed nor was unreachable was not checked to the end; ''
+        when every play that selects it ran it through."""
+        report = self.hosts[name]
+        if report.stopped:
+            return report.stopped
+        if self.stats is None:
+            return "the run did not complete (no play recap)"
+        for play_id, (play, selected) in self._plays.items():
+            if selected is None:
+                if play_id not in self._started:
+                    return self._stop_reason or f"the run ended before play '{play}' started"
+                continue
+            if name in selected and (play_id, name) not in self._reached:
+                return self._stop_reason or f"the run ended before play '{play}' reached it"
+        if self._plays_total > len(self._plays):
+            return self._stop_reason or "the run ended before its last play started"
+        return ""
+
+    def finish(self) -> dict:
+        """The report as a dict, every host's status settled."""
+        completed = self.stats is not None
+        stats = self.stats or {}
+        for name in stats.get("processed") or {}:
+            self.host(name)
+        verdicts = {}
+        for name, report in self.hosts.items():
+            if completed:
+                # The recap is the authority: a failure that a rescue block handled is not a
+                # failed host (and a host stopped by another's failure is not counted there).
+                unreachable = bool(stats["dark"].get(name))
+                failed = bool(stats["failures"].get(name)) and not unreachable
+            else:
+                unreachable, failed = report.unreachable, report.failed and not report.unreachable
+            failures, not_judged, reason = report.failures, report.not_judged, ""
+            if unreachable:
+                status = UNREACHABLE
+            elif failed:
+                status = FAILED
+            else:
+                not_judged = not_judged + [
+                    Finding(f.task, f.action, f"failed in check mode (rescued): {f.reason}", f.path)
+                    for f in failures]
+                failures = []
+                reason = self._unchecked_reason(name)
+                status = NOT_CHECKED if reason else DRIFT if report.drift else OK
+            verdicts[name] = HostReport(name, status, reason, report.drift, not_judged, failures,
+                                        report.handlers)
+        hosts = {name: verdicts[name] for name in sorted(verdicts)}
+        statuses = [r.status for r in hosts.values()]
+        if not completed or not hosts:
+            # No recap: the run stopped before any verdict. No hosts: the inventory or limit
+            # matched nothing, and "no drift" would be a verdict on nothing.
+            exit_code = EXIT_FAILED
+        elif any(s in (FAILED, UNREACHABLE, NOT_CHECKED) for s in statuses):
+            exit_code = EXIT_FAILED
+        elif DRIFT in statuses:
+            exit_code = EXIT_DRIFT
+        else:
+            exit_code = EXIT_CLEAN
+        return {
+            "summary": {
+                "hosts": len(hosts),
+                "ok_hosts": statuses.count(OK),
+                # hosts with drift whatever their status: drift found before a failure is kept
+                "drifted_hosts": sum(1 for r in hosts.values() if r.drift),
+                "failed_hosts": statuses.count(FAILED),
+                "unreachable_hosts": statuses.count(UNREACHABLE),
+                "not_checked_hosts": statuses.count(NOT_CHECKED),
+                "drifted_tasks": sum(len(r.drift) for r in hosts.values()),
+                "not_judged_tasks": len({f.label for r in hosts.values() for f in r.not_judged}),
+                "check_mode": self.check_mode,
+                "run_completed": completed,
+                "exit_code": exit_code,
+            },
+            "hosts": {
+                name: {
+                    "status": r.status,
+                    "reason": r.reason,
+                    "drift": [_finding_dict(f) for f in r.drift],
+                    "not_judged": [_finding_dict(f) for f in r.not_judged],
+                    "failures": [_finding_dict(f) for f in r.failures],
+                    "handlers_that_would_run": [_finding_dict(f) for f in r.handlers],
+                }
+                for name, r in hosts.items()
+            },
+        }
+
+
+def incomplete_report() -> dict:
+    """The report of a run that produced no verdict at all (it stopped before its recap)."""
+    return DriftCollector().finish()
+
+
+def replay(events) -> dict:
+    """The report for a sequence of recorded events."""
+    collector = DriftCollector()
+    for event in events:
+        collector.handle(event)
+    return collector.finish()
+
+
+def _finding_dict(finding: Finding) -> dict:
+    out = asdict(finding)
+    out["label"] = finding.label
+    return out
+
+
+def _rows(report: dict) -> list[tuple[str, str, str]]:
+    rows = []
+    for name, host in report["hosts"].items():
+        for finding in host["drift"]:
+            rows.append((name, finding["label"], finding["reason"]))
+        for finding in host["failures"]:
+            rows.append((name, finding["label"], f"{host['status'].upper()}: {finding['reason']}"))
+        if host["status"] in (FAILED, UNREACHABLE) and not host["failures"]:
+            rows.append((name, "-", host["status"].upper()))
+        if host["status"] == NOT_CHECKED:
+            rows.append((name, "-", f"NOT CHECKED: {host['reason']}"))
+    return rows
+
+
+def _not_judged_rows(report: dict) -> list[tuple[str, str, str]]:
+    tasks: dict[str, tuple[list, str]] = {}
+    for name, host in report["hosts"].items():
+        for finding in host["not_judged"]:
+            hosts = tasks.setdefault(finding["label"], ([], finding["reason"]))[0]
+            hosts.append(name)
+    return [(label, _host_list(hosts), why) for label, (hosts, why) in tasks.items()]
+
+
+def _host_list(hosts: list) -> str:
+    return ", ".join(hosts) if len(hosts) <= 4 else f"{len(hosts)} hosts"
+
+
+def summary_line(report: dict) -> str:
+    s = report["summary"]
+    if not s["run_completed"]:
+        return "The check run did not complete: no verdict (see the output above)."
+    if not s["hosts"]:
+        return "No host was checked: the inventory or the limit matched nothing."
+    line = (
+        f"{s['hosts']} host(s): {s['ok_hosts']} ok, {s['drifted_hosts']} with drift "
+        f"({s['drifted_tasks']} task result(s)), {s['failed_hosts']} failed, "
+        f"{s['unreachable_hosts']} unreachable, {s['not_checked_hosts']} not checked; "
+        f"{s['not_judged_tasks']} task(s) not judged in check mode."
+    )
+    if s.get("check_mode") is False:
+        line += " Not a check run: what is listed as drift was changed."
+    return line
+
+
+def render_text(report: dict) -> str:
+    out = []
+    rows = _rows(report)
+    if rows:
+        out.append(_text_table(("HOST", "TASK", "REASON"), rows))
+    else:
+        out.append("No drift.")
+    nj = _not_judged_rows(report)
+    if nj:
+        out.append("")
+        out.append("Not judged in check mode:")
+        out.append(_text_table(("TASK", "HOSTS", "WHY"), nj))
+    out.append("")
+    out.append(summary_line(report))
+    return "\n".join(out)
+
+
+def _text_table(header: tuple, rows: list) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    widths[-1] = 0
+    lines = []
+    for row in [header, *rows]:
+        lines.append("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return "\n".join(lines)
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: dict) -> str:
+    out = ["# Drift report", "", summary_line(report), ""]
+    out += ["| host | status | drifted | not judged | why not checked |", "|---|---|---|---|---|"]
+    for name, host in report["hosts"].items():
+        out.append(f"| {_md_cell(name)} | {host['status']} | {len(host['drift'])} | "
+                   f"{len(host['not_judged'])} | {_md_cell(host['reason'])} |")
+    out += ["", "## Drift", ""]
+    rows = _rows(report)
+    if rows:
+        out += ["| host | task | reason |", "|---|---|---|"]
+        out += [f"| {_md_cell(h)} | {_md_cell(t)} | {_md_cell(r)} |" for h, t, r in rows]
+    else:
+        out.append("No drift.")
+    nj = _not_judged_rows(report)
+    if nj:
+        out += ["", "## Not judged in check mode", "", "| task | hosts | why |", "|---|---|---|"]
+        out += [f"| {_md_cell(t)} | {_md_cell(h)} | {_md_cell(w)} |" for t, h, w in nj]
+    return "\n".join(out) + "\n"
+
+
+def render_json(report: dict) -> str:
+    return json.dumps(report, indent=2, sort_keys=True) + "\n"
