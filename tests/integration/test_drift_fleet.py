@@ -1,8 +1,10 @@
 """Drift report accuracy on a real fleet: site.yml on lab nodes reached over SSH.
 
-tools/lab/lab.sh brings up four container nodes (sshd on loopback ports, the local CUDA
-repository and SGLang wheelhouse mounted) and converges site.yml against them with the lab
-inventory's settings, exactly as `make lab` does. Node 3 also gets the CUDA 12.8 toolkit
+tools/lab/lab.sh brings up four container nodes from the stock lab image (sshd on loopback
+ports, Ansible logging in as the sudo user `debian`, the lab's Debian mirror, CUDA repository and
+SGLang wheelhouse mounted) and converges site.yml against them with the lab inventory's
+settings, exactly as `make lab` does. First, the nodes are what a fresh fleet gives: root
+cannot log in, Ansible's user is not root, and the image lacks what the roles install. Node 3 also gets the CUDA 12.8 toolkit
 installed next to 13.0: a kept older toolkit is not drift, and it is what the link can be
 switched back to. Then:
 - the report on the converged fleet shows no drift and exits 0;
@@ -28,14 +30,15 @@ pytestmark = pytest.mark.lab
 NODES = 4
 PREFIX = "drift-accuracy"
 PLAYBOOK = ROOT / "site.yml"
-WHEEL = "/tmp/sglang-*.whl"  # left on the node by the lab preparation (the lab's SGLang release)
+# The lab's release, reinstalled from the lab wheelhouse with the uv the role installed.
+REINSTALL = ("/opt/sglang/uv/bin/uv pip install -q --python /opt/sglang/venv/bin/python --reinstall "
+             "--no-deps --no-index --find-links /srv/wheelhouse sglang==0.5.18")
 PATCHED = ("/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/distributed/"
            "device_communicators/all_reduce_utils.py")
 
 # node number -> (tampering, as root on the node; the drift the report must show there)
 TAMPERS = {
-    1: (f"/opt/sglang/venv/bin/python -m pip install -q --force-reinstall --no-deps --no-index "
-        f"--no-compile {WHEEL}",
+    1: (REINSTALL,
         [("sglang_sm120_patch : Patch SGLang's capability dicts for the node's GPUs [capability 12]",
           f"content of {PATCHED} would change (+6 -0 lines); content ...")]),
     2: ("sed -i 's/^TimeoutStopSec=.*/TimeoutStopSec=5/' /etc/systemd/system/sglang.service",
@@ -89,6 +92,45 @@ def fleet(tmp_path_factory):
         yield {"env": env, "inventory": work / "inventory", "work": work}
     finally:
         subprocess.run([lab_sh, "down"], cwd=ROOT, env=env, capture_output=True, check=False)
+
+
+PACKAGES_PROBE = r"""
+for p in python3-venv python3-apt; do
+  if dpkg-query -W -f '${db:Status-Abbrev}' $p 2>/dev/null | grep -q '^ii'; then echo "$p installed"; else echo "$p absent"; fi
+done
+echo "apt lists: $(ls /var/lib/apt/lists | wc -l)"
+echo "CUDA keyrings: $(ls /etc/apt/keyrings /usr/share/keyrings | grep -ci cuda)"
+"""
+
+
+def ansible_id(fleet, *args: str) -> str:
+    proc = subprocess.run(["ansible", "-i", str(fleet["inventory"]), node(1), "-m", "ansible.builtin.command",
+                           "-a", "id -un", *args],
+                          cwd=ROOT, env=fleet["env"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def test_nodes_are_stock_and_reached_as_a_sudo_user(fleet):
+    key = fleet["work"] / "state" / "id_ed25519"
+    ssh = ["ssh", "-i", str(key), "-p", "2601", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+           "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10"]
+    root = subprocess.run([*ssh, "root@127.0.0.1", "true"], capture_output=True, text=True, check=False)
+    assert root.returncode == 255
+    assert "root@127.0.0.1: Permission denied (publickey)." in root.stderr
+    assert subprocess.run([*ssh, "debian@127.0.0.1", "true"], check=False).returncode == 0
+    # Ansible's connection user is the sudoer; only become makes it root.
+    assert ansible_id(fleet) == "debian"
+    assert ansible_id(fleet, "--become") == "root"
+    # The image the nodes started from has none of what the roles install, no package lists
+    # and no CUDA keyring; the converged nodes have what the roles installed.
+    image = subprocess.run(["podman", "inspect", "--format", "{{.ImageName}}", node(1)],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    stock = subprocess.run(
+        ["podman", "run", "--rm", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096", image,
+         "sh", "-c", PACKAGES_PROBE], capture_output=True, text=True, check=False).stdout.splitlines()
+    assert stock == ["python3-venv absent", "python3-apt absent", "apt lists: 0", "CUDA keyrings: 0"]
+    assert on_node(1, PACKAGES_PROBE).splitlines()[:2] == ["python3-venv installed", "python3-apt installed"]
 
 
 def snapshot() -> dict:
