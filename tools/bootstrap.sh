@@ -35,6 +35,37 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" >"$stamp"
 fi
 
+# A second controller on the newest ansible-core the collection supports (meta/runtime.yml
+# names the oldest; the main venv runs that one). 2.20 and later need Python 3.12, which
+# Debian 12 does not ship: BLACKWELL_PYTHON312, else pyenv's 3.12 by full path (its shims fail
+# for versions that are not global), else a python3.12 on PATH that really runs. Without one the
+# tests that need this venv fail and say what to install; the rest of the suite still runs.
+core221_venv=${BLACKWELL_VENV_CORE221:-$root/.venv-core221}
+core221_python=${BLACKWELL_PYTHON312:-}
+if [ -z "$core221_python" ]; then
+  for candidate in "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.12*/bin/python3.12 \
+    "$(command -v python3.12 || true)"; do
+    if [ -n "$candidate" ] && "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
+      core221_python=$candidate
+      break
+    fi
+  done
+fi
+if [ -x "$core221_venv/bin/python" ] || [ -n "$core221_python" ]; then
+  if [ ! -x "$core221_venv/bin/python" ]; then
+    "$core221_python" -m venv "$core221_venv"
+  fi
+  stamp=$core221_venv/.requirements.sha256
+  want=$(sha256sum "$root/tools/requirements-core221.txt" | cut -d' ' -f1)
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    "$core221_venv/bin/python" -m pip install -q -r "$root/tools/requirements-core221.txt"
+    echo "$want" >"$stamp"
+  fi
+else
+  echo "bootstrap: no Python 3.12 found, $core221_venv not created (install Python 3.12 or set" \
+    "BLACKWELL_PYTHON312 to one; the ansible-core 2.21 tests need it)" >&2
+fi
+
 # ansible-test bootstraps pip in its sanity venvs from a download host this network cannot
 # reach; a stand-in at the cache path it reads does the same job with ensurepip.
 for ver in 24_2 25_2; do
@@ -52,4 +83,8 @@ if args:
     subprocess.run([sys.executable, "-m", "pip", "install"] + args, check=True)
 PY
 done
-echo "bootstrap: ok ($venv)"
+if [ -x "$core221_venv/bin/python" ]; then
+  echo "bootstrap: ok ($venv, $core221_venv)"
+else
+  echo "bootstrap: ok ($venv)"
+fi

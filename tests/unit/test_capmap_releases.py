@@ -13,7 +13,6 @@ import os
 import py_compile
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -293,9 +292,11 @@ def test_user_who_may_not_write_gets_told_before_anything_changes():
         script = ("import capmap, sys\n"
                   "try:\n    capmap.run(path=sys.argv[1])\n"
                   "except capmap.CapmapError as exc:\n    print(exc)\n")
+        # Debian's interpreter, not sys.executable: pyenv's live under /root, where the other
+        # user cannot load them from (3.12's libpython), and the core is plain Python anyway.
         proc = subprocess.run(
             ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-             sys.executable, "-c", script, str(pkg)],
+             "/usr/bin/python3", "-c", script, str(pkg)],
             cwd=top, env={"PYTHONPATH": str(top), "PATH": os.environ["PATH"]},
             capture_output=True, text=True, check=True)
         folder = pkg / DC
