@@ -41,11 +41,18 @@ fi
 # for versions that are not global), else a python3.12 on PATH that really runs. Without one the
 # tests that need this venv fail and say what to install; the rest of the suite still runs.
 core221_venv=${BLACKWELL_VENV_CORE221:-$root/.venv-core221}
-core221_python=${BLACKWELL_PYTHON312:-}
-if [ -z "$core221_python" ]; then
+is_python312() { [ -n "$1" ] && "$1" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; }
+core221_python=
+if [ -n "${BLACKWELL_PYTHON312:-}" ]; then
+  is_python312 "$BLACKWELL_PYTHON312" || {
+    echo "bootstrap: BLACKWELL_PYTHON312=$BLACKWELL_PYTHON312 is not a working Python 3.12" >&2
+    exit 1
+  }
+  core221_python=$BLACKWELL_PYTHON312
+else
   for candidate in "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.12*/bin/python3.12 \
     "$(command -v python3.12 || true)"; do
-    if [ -n "$candidate" ] && "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
+    if is_python312 "$candidate"; then
       core221_python=$candidate
       break
     fi
