@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Builds the lab's stand-in for NVIDIA's CUDA network repository: a flat apt repository laid
-# out like NVIDIA's (<out>/debian12/x86_64/), signed with a throwaway key generated per build,
+# out like NVIDIA's (<out>/<distribution>/x86_64/), signed with a throwaway key generated per build,
 # holding packages named as NVIDIA names them. Their payload is real: the toolkit trees are
 # unpacked from NVIDIA's own PyPI wheels into /usr/local/cuda-12.8 and /usr/local/cuda-13.0,
 # and the config-common packages register /usr/local/cuda and /usr/local/cuda-<major> with
 # update-alternatives the way NVIDIA's do.
 #
 #   tools/lab/build-cuda-repo.sh        # prints the output directory
+#   LAB_CUDA_REPO_DISTRO=ubuntu2404 tools/lab/build-cuda-repo.sh
 #
+# LAB_CUDA_REPO_DISTRO names the distribution directory (debian12, the lab image's, by default;
+# ubuntu2204 and ubuntu2404 as NVIDIA names theirs). The packages are the same for each: only
+# the path apt and the role compose from it differs. A distribution other than debian12 is
+# built into its own output directory, so the lab's repository stays as it is.
 # LAB_CUDA_REPO_URL is the address the nodes reach the repository under (the lab bind-mounts
 # the output directory at /srv/cuda-repo); cuda-keyring's sources list points there, as
 # NVIDIA's points at its download host. The output is reused until an input changes.
@@ -15,9 +20,17 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cache=${BLACKWELL_CACHE:-$root/.cache}
-out=${LAB_CUDA_REPO_OUT:-$cache/lab/cuda-repo}
+distro=${LAB_CUDA_REPO_DISTRO:-debian12}
+case $distro in
+  debian12 | ubuntu2204 | ubuntu2404) ;;
+  *) echo "LAB_CUDA_REPO_DISTRO=$distro: NVIDIA publishes debian12, ubuntu2204 and ubuntu2404" >&2; exit 2 ;;
+esac
+if [ "$distro" = debian12 ]; then
+  out=${LAB_CUDA_REPO_OUT:-$cache/lab/cuda-repo}
+else
+  out=${LAB_CUDA_REPO_OUT:-$cache/lab/cuda-repo-$distro}
+fi
 url=${LAB_CUDA_REPO_URL:-file:/srv/cuda-repo}
-distro=debian12
 arch=x86_64
 wheels=$cache/wheels
 python=${BLACKWELL_VENV:-$root/.venv}/bin/python
@@ -37,7 +50,7 @@ done
 wheel12=$(compgen -G "$wheels/nvidia_cuda_nvcc_cu12-12.8.93-*.whl" | head -n1)
 wheel13=$(compgen -G "$wheels/nvidia_cuda_nvcc-13.0.88-*.whl" | head -n1)
 
-inputs=$( (sha256sum "$here/build-cuda-repo.sh" "$wheel12" "$wheel13" | cut -d' ' -f1; echo "$url") | sha256sum | cut -c1-16)
+inputs=$( (sha256sum "$here/build-cuda-repo.sh" "$wheel12" "$wheel13" | cut -d' ' -f1; echo "$url $distro") | sha256sum | cut -c1-16)
 if [ "$(cat "$out/.inputs" 2>/dev/null)" = "$inputs" ] && [ -f "$out/$distro/$arch/InRelease" ]; then
   echo "$out"
   exit 0

@@ -4,7 +4,7 @@
 # (with and without --check), laid out as tests/fixtures/gpu/<name>/ expects: commands.json
 # maps each answer file to the nvidia-smi arguments that printed it, so the stand-in
 # nvidia-smi can replay the recording. Run it on the GPU host from a checkout of this
-# collection, with ansible-core importable by python3:
+# collection, with ansible-core importable by python3 (or by RECORD_PYTHON):
 #
 #   tools/lab/record-gpu-host.sh tests/fixtures/gpu/<name>
 set -uo pipefail
@@ -44,14 +44,14 @@ JSON
 if [ -r /proc/driver/nvidia/version ]; then
   cp /proc/driver/nvidia/version "$dest/proc_version.txt"
 fi
-python=$(command -v python3)
-record gpu_facts.adhoc.txt python3 -m ansible adhoc localhost -c local \
+python=${RECORD_PYTHON:-$(command -v python3)}
+record gpu_facts.adhoc.txt "$python" -m ansible adhoc localhost -c local \
   -e "ansible_python_interpreter=$python" -m blackwell.sglang.gpu_facts
-record gpu_facts_check.adhoc.txt python3 -m ansible adhoc localhost -c local --check \
+record gpu_facts_check.adhoc.txt "$python" -m ansible adhoc localhost -c local --check \
   -e "ansible_python_interpreter=$python" -m blackwell.sglang.gpu_facts
 {
   uname -a
-  python3 -m ansible adhoc --version | grep -E '^ansible |python version|jinja version|pyyaml version'
+  "$python" -m ansible adhoc --version | grep -E '^ansible |python version|jinja version|pyyaml version'
   echo "nvidia-smi on PATH: $(command -v nvidia-smi || echo none)"
   echo "modinfo: $(command -v modinfo || echo none)"
 } >"$dest/host.txt"

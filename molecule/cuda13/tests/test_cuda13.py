@@ -142,20 +142,42 @@ def test_check_on_converged_nodes_reports_nothing():
         assert report["stats"][node]["failures"] == 0
 
 
+def _exec(node, *argv):
+    return subprocess.run(["podman", "exec", node, *argv], capture_output=True, text=True, check=True).stdout
+
+
+def _give_python3_apt(node):
+    """What the role's prerequisites would install, from the lab's Debian mirror."""
+    _exec(node, "sh", "-c", "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-apt")
+
+
 def test_check_on_a_12_8_node_reports_the_upgrade_and_changes_nothing():
     before = _snapshot("cuda13-fresh")
     rc, report = _playbook("--check", "--diff", "--limit", "cuda13-fresh")
     assert rc == 0, report["stats"]
     changed = _changed_tasks(report, "cuda13-fresh")
-    for task in ("Install the repository signing key from the node's mirror",
+    for task in ("Install the packages the role's apt tasks run on",
+                 "Install the repository signing key from the node's mirror",
                  "Remove the sources list cuda-keyring installs",
-                 "Configure the CUDA repository", "Install the toolkit package",
+                 "Configure the CUDA repository",
                  "Export PATH and CUDA_HOME for login shells", "Add the toolkit libraries to the linker path"):
         assert task in changed, changed
+    # A stock node has no python3-apt yet, and apt refuses check mode without it: the install
+    # is left unjudged (skipped on ansible_check_mode) rather than failed.
+    install = dict(_task_results(report, "cuda13-fresh"))["Install the toolkit package"]
+    assert install.get("skipped") is True and "ansible_check_mode" in install["false_condition"], install
     assert _snapshot("cuda13-fresh") == before
-    assert "release 12.8" in subprocess.run(
-        ["podman", "exec", "cuda13-fresh", "/usr/local/cuda/bin/ptxas", "--version"],
-        capture_output=True, text=True, check=True).stdout
+    assert "release 12.8" in _exec("cuda13-fresh", "/usr/local/cuda/bin/ptxas", "--version")
+
+    # With its binding, apt judges the install from cuda-keyring's lists: a change.
+    _give_python3_apt("cuda13-fresh")
+    before = _snapshot("cuda13-fresh")
+    rc, report = _playbook("--check", "--diff", "--limit", "cuda13-fresh")
+    assert rc == 0, report["stats"]
+    changed = _changed_tasks(report, "cuda13-fresh")
+    assert "Install the toolkit package" in changed, changed
+    assert "Install the packages the role's apt tasks run on" not in changed, changed
+    assert _snapshot("cuda13-fresh") == before
 
 
 def test_pin_change_unholds_moves_and_holds_again():
@@ -182,3 +204,57 @@ def test_driver_below_floor_fails_and_changes_nothing():
         " R580 driver first (or set cuda13_driver_manage: true). Nothing was changed.",
     )]
     assert _snapshot("cuda13-fresh") == before
+
+
+def test_unreachable_key_url_fails_with_what_to_set_and_changes_nothing():
+    # Port 9 on the node's own loopback: nothing listens there, so no HTTP answer comes back.
+    # cuda13-keep has the role's prerequisites already; only the key download is in question.
+    before = _snapshot("cuda13-keep")
+    rc, report = _playbook("--limit", "cuda13-keep", "-e", "cuda13_repo_base_url=http://127.0.0.1:9/",
+                           "-e", "cuda13_repo_key_url=")
+    assert rc == 2
+    failed = [(name, res["msg"]) for name, res in _task_results(report, "cuda13-keep") if res.get("failed")]
+    assert failed == [(
+        "Fail when the repository signing key cannot be downloaded",
+        "cuda13: could not download the CUDA repository signing key from"
+        " http://127.0.0.1:9/debian12/x86_64/3bf863cc.pub (no connection). Set cuda13_repo_base_url"
+        " to a mirror of NVIDIA's repositories that this node reaches, or cuda13_repo_key_url to a"
+        " file:// path of the key on the node, or cuda13_repo_key_content to the ASCII-armored key"
+        " itself. Nothing was changed.",
+    )]
+    assert report["stats"]["cuda13-keep"]["changed"] == 0, _changed_tasks(report, "cuda13-keep")
+    assert _snapshot("cuda13-keep") == before
+
+
+def test_check_on_a_node_without_the_repository_leaves_the_install_unjudged():
+    legacy = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
+
+    def node(*argv):
+        return _exec("cuda13-fresh", *argv)
+
+    # apt's binding in place, so that only the missing repository keeps apt from judging.
+    _give_python3_apt("cuda13-fresh")
+    saved = node("cat", legacy)
+    # A node that never had the CUDA repository: no sources for it, and apt's lists forget it.
+    node("rm", legacy)
+    node("apt-get", "update", "-qq")
+    try:
+        assert "cuda-toolkit-13-0" not in node("apt-cache", "pkgnames", "cuda-toolkit")
+        before = _snapshot("cuda13-fresh")
+        rc, report = _playbook("--check", "--diff", "--limit", "cuda13-fresh")
+        assert rc == 0, report["stats"]
+        assert report["stats"]["cuda13-fresh"]["failures"] == 0
+        results = dict(_task_results(report, "cuda13-fresh"))
+        changed = _changed_tasks(report, "cuda13-fresh")
+        assert "Configure the CUDA repository" in changed, changed
+        assert "Remove the sources list cuda-keyring installs" not in changed, changed
+        # apt has no list that names the toolkit and check mode does not refresh them: the
+        # install is skipped on ansible_check_mode, which the drift report lists as not judged.
+        for task in ("Install the toolkit package", "Check nvcc reports CUDA 13.0"):
+            assert results[task].get("skipped") is True, (task, results[task])
+            assert "ansible_check_mode" in results[task]["false_condition"], results[task]
+        assert _snapshot("cuda13-fresh") == before
+    finally:
+        subprocess.run(["podman", "exec", "-i", "cuda13-fresh", "sh", "-c", f"cat > {legacy}"],
+                       input=saved, text=True, check=True)
+        node("apt-get", "update", "-qq")
