@@ -1,0 +1,200 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: blackwell.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: sglang_service_info
+short_description: Read the state of the SGLang systemd service, what it runs behind and its health
+version_added: 0.1.0
+description:
+  - Reports, in one call, what a rollout decides on for a systemd service - whether the unit is
+    loaded, active and enabled, whether systemd still has to reload it, when it last started, the
+    drop-ins under C(/etc/systemd/system/<unit>.d/) and C(/run/systemd/system/<unit>.d/) that
+    change it, which watched files changed after it started (so the running process does not
+    have them yet), and the HTTP status of a health URL.
+  - Read-only; the health request is a GET, so the module answers the same in check mode.
+author:
+  - blackwell.sglang maintainers (@blackwell-sglang)
+options:
+  name:
+    description:
+      - The unit to read.
+    type: str
+    default: sglang.service
+  watch:
+    description:
+      - Files (shell patterns allowed) the running service loads at start-up; those modified
+        after its last start are reported in RV(newer_than_start).
+    type: list
+    elements: path
+    default: []
+  health_url:
+    description:
+      - A URL to GET when the service is active; its status code is reported in RV(health).
+    type: str
+  health_timeout:
+    description:
+      - Seconds to wait for the health URL to answer.
+    type: int
+    default: 5
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; behaves the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing, so there is no diff.
+"""
+
+EXAMPLES = r"""
+- name: Read the SGLang service
+  blackwell.sglang.sglang_service_info:
+    name: sglang.service
+    watch:
+      - /etc/systemd/system/sglang.service
+      - /opt/sglang/venv/lib/python3*/site-packages/sglang/srt/distributed/device_communicators/*.py
+    health_url: http://127.0.0.1:30000/health
+  register: sglang_state
+
+- name: Say when the server runs older files than the node has
+  ansible.builtin.debug:
+    msg: "restart pending for {{ sglang_state.newer_than_start | join(', ') }}"
+  when: sglang_state.newer_than_start | length > 0
+"""
+
+RETURN = r"""
+name:
+  description: The unit read (O(name)).
+  returned: always
+  type: str
+  sample: sglang.service
+exists:
+  description: Whether systemd knows the unit (its C(LoadState) is not C(not-found)).
+  returned: always
+  type: bool
+load_state:
+  description: systemd's C(LoadState).
+  returned: always
+  type: str
+  sample: loaded
+active_state:
+  description: systemd's C(ActiveState) (C(active), C(inactive), C(failed), ...).
+  returned: always
+  type: str
+  sample: active
+sub_state:
+  description: systemd's C(SubState).
+  returned: always
+  type: str
+  sample: running
+unit_file_state:
+  description: systemd's C(UnitFileState) (C(enabled), C(disabled), ...).
+  returned: always
+  type: str
+  sample: enabled
+need_daemon_reload:
+  description: Whether the unit changed on disk since systemd last loaded it.
+  returned: always
+  type: bool
+main_pid:
+  description: The service's main process; 0 when none runs.
+  returned: always
+  type: int
+started:
+  description: The service's last start, in Unix seconds; null when it has not started since boot.
+  returned: always
+  type: int
+  sample: 1764523020
+dropins:
+  description: Drop-in files under C(/etc/systemd/system/<unit>.d/) and C(/run/systemd/system/<unit>.d/).
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/systemd/system/sglang.service.d/override.conf]
+newer_than_start:
+  description: >-
+    Watched files (O(watch)) modified after the service last started, while it is active: the
+    running process does not have them.
+  returned: always
+  type: list
+  elements: str
+health:
+  description: The answer of O(health_url) while the service is active.
+  returned: always
+  type: dict
+  contains:
+    url:
+      description: The URL asked; null when none was asked.
+      type: str
+    status:
+      description: The HTTP status code; null when nothing answered or nothing was asked.
+      type: int
+      sample: 200
+    error:
+      description: Why nothing answered; null otherwise.
+      type: str
+"""
+
+import glob
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+from ansible.module_utils.urls import open_url
+from ansible_collections.blackwell.sglang.plugins.module_utils.systemd_unit import PROPERTIES, parse_show, summarise
+
+
+def _mtimes(patterns):
+    found = {}
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern)) or [pattern]:
+            try:
+                found[path] = int(os.stat(path).st_mtime)
+            except OSError:
+                found[path] = None
+    return found
+
+
+def _health(url, timeout):
+    try:
+        response = open_url(url, method="GET", timeout=timeout, validate_certs=False)
+        return {"url": url, "status": response.getcode(), "error": None}
+    except HTTPError as exc:
+        return {"url": url, "status": exc.code, "error": None}
+    except (URLError, OSError, ValueError) as exc:
+        return {"url": url, "status": None, "error": str(getattr(exc, "reason", exc))}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", default="sglang.service"),
+            watch=dict(type="list", elements="path", default=[]),
+            health_url=dict(type="str"),
+            health_timeout=dict(type="int", default=5),
+        ),
+        supports_check_mode=True,
+    )
+    unit = module.params["name"]
+    systemctl = module.get_bin_path("systemctl", required=True)
+    argv = [systemctl, "show", "--timestamp=unix", unit]
+    for prop in PROPERTIES:
+        argv.append("--property=" + prop)
+    rc, out, err = module.run_command(argv, environ_update={"LC_ALL": "C"})
+    if rc != 0:
+        module.fail_json(msg="systemctl show %s failed: %s" % (unit, (err or out).strip()), rc=rc)
+    result = summarise(unit, parse_show(out), _mtimes(module.params["watch"]))
+    health = {"url": module.params["health_url"], "status": None, "error": None}
+    if module.params["health_url"] and result["active_state"] == "active":
+        health = _health(module.params["health_url"], module.params["health_timeout"])
+    result["health"] = health
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

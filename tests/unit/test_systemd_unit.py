@@ -1,0 +1,77 @@
+"""The systemd reading behind sglang_service_info, on `systemctl show --timestamp=unix` output."""
+from __future__ import annotations
+
+from ansible_collections.blackwell.sglang.plugins.module_utils.systemd_unit import (
+    local_dropins, newer_than, parse_show, start_time, summarise)
+
+RUNNING = """LoadState=loaded
+ActiveState=active
+SubState=running
+UnitFileState=enabled
+NeedDaemonReload=no
+MainPID=4242
+ExecMainStartTimestamp=@1764523020
+DropInPaths=/usr/lib/systemd/system/service.d/10-timeout-abort.conf /etc/systemd/system/sglang.service.d/override.conf /run/systemd/system/sglang.service.d/50-x.conf /etc/systemd/system/other.service.d/a.conf
+"""
+
+MISSING = """LoadState=not-found
+ActiveState=inactive
+SubState=dead
+UnitFileState=
+NeedDaemonReload=no
+MainPID=0
+ExecMainStartTimestamp=
+DropInPaths=
+"""
+
+
+def test_parse_show_keeps_values_with_equals_signs():
+    props = parse_show("ExecStart={ path=/x ; argv[]=/x --a=b }\nMainPID=7\n")
+    assert props == {"ExecStart": "{ path=/x ; argv[]=/x --a=b }", "MainPID": "7"}
+
+
+def test_start_time_reads_unix_timestamps_only():
+    assert start_time({"ExecMainStartTimestamp": "@1764523020"}) == 1764523020
+    assert start_time({"ExecMainStartTimestamp": ""}) is None
+    assert start_time({"ExecMainStartTimestamp": "Sun 2026-11-30 16:37:00 UTC"}) is None
+    assert start_time({}) is None
+
+
+def test_only_the_units_own_local_dropins_count():
+    assert local_dropins(parse_show(RUNNING), "sglang.service") == [
+        "/etc/systemd/system/sglang.service.d/override.conf",
+        "/run/systemd/system/sglang.service.d/50-x.conf",
+    ]
+    assert local_dropins(parse_show(MISSING), "sglang.service") == []
+
+
+def test_newer_than_is_strict_and_skips_missing_files():
+    mtimes = {"/a": 100, "/b": 101, "/c": None, "/d": 99}
+    assert newer_than(mtimes, 100) == ["/b"]
+    assert newer_than(mtimes, None) == []
+
+
+def test_summary_of_a_running_unit_with_a_file_newer_than_its_start():
+    facts = summarise("sglang.service", parse_show(RUNNING),
+                      {"/etc/systemd/system/sglang.service": 1764523019, "/opt/x.py": 1764523100})
+    assert facts == {
+        "name": "sglang.service", "exists": True, "load_state": "loaded", "active_state": "active",
+        "sub_state": "running", "unit_file_state": "enabled", "need_daemon_reload": False,
+        "main_pid": 4242, "started": 1764523020,
+        "dropins": ["/etc/systemd/system/sglang.service.d/override.conf",
+                    "/run/systemd/system/sglang.service.d/50-x.conf"],
+        "newer_than_start": ["/opt/x.py"],
+    }
+
+
+def test_summary_of_a_unit_that_does_not_exist():
+    facts = summarise("sglang.service", parse_show(MISSING), {"/opt/x.py": 5})
+    assert (facts["exists"], facts["active_state"], facts["main_pid"], facts["started"]) == (False, "inactive", 0, None)
+    assert facts["newer_than_start"] == [] and facts["dropins"] == []
+
+
+def test_a_stopped_unit_is_never_behind_its_files():
+    stopped = parse_show(RUNNING.replace("ActiveState=active", "ActiveState=failed"))
+    assert summarise("sglang.service", stopped, {"/opt/x.py": 1764523100})["newer_than_start"] == []
+    reload = parse_show(RUNNING.replace("NeedDaemonReload=no", "NeedDaemonReload=yes"))
+    assert summarise("sglang.service", reload, {})["need_daemon_reload"] is True
