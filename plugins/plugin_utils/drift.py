@@ -40,7 +40,7 @@ REASON_WIDTH = 160
 # The keys of a task result the reduction reads. The callback keeps only these in the events
 # it records, so an event log holds no module output beyond what the report itself shows.
 RESULT_KEYS = ("changed", "diff", "msg", "false_condition", "skip_reason", "censored", "name",
-               "state", "enabled", "masked", "item", "_ansible_item_label")
+               "state", "enabled", "masked", "item", "_ansible_item_label", "dest")
 
 # apt's simulated transaction ("prepared" in its diff) names its plan under these headings.
 _APT_HEADINGS = (
@@ -56,6 +56,10 @@ def slim_result(res) -> dict:
     if not isinstance(res, dict):
         return {}
     out = {key: res[key] for key in RESULT_KEYS if key in res}
+    # A file module run in check mode may not echo its dest; the arguments it ran with do.
+    args = (res.get("invocation") or {}).get("module_args") or {}
+    if "dest" not in out and isinstance(args, dict) and isinstance(args.get("dest"), str):
+        out["dest"] = args["dest"]
     return json.loads(json.dumps(out, default=str))
 
 
@@ -126,24 +130,26 @@ def _describe_apt(prepared: str) -> str:
     return f"package change: {first.strip()}"
 
 
-def _path_of(diff: dict) -> str:
+def _path_of(diff: dict, dest: str = "") -> str:
     for key in ("before_header", "after_header"):
         value = diff.get(key)
-        if isinstance(value, str) and value.startswith("/"):
+        # A new file's diff is headed by the template's or copy's source in Ansible's temporary
+        # directory on the controller; the file it would create is the task's dest.
+        if isinstance(value, str) and value.startswith("/") and "/.ansible/tmp/" not in value:
             return value.split(" (", 1)[0]
     for side in ("after", "before"):
         value = diff.get(side)
         if isinstance(value, dict) and value.get("path"):
             return str(value["path"])
-    return ""
+    return dest
 
 
-def _describe_diff(diff: dict) -> str:
+def _describe_diff(diff: dict, dest: str = "") -> str:
     """A short reason for one diff entry, as the modules shape them."""
     if diff.get("prepared"):
         return _describe_apt(str(diff["prepared"]))
     before, after = diff.get("before"), diff.get("after")
-    path = _path_of(diff)
+    path = _path_of(diff, dest)
     where = path or "target"
     if isinstance(before, dict) or isinstance(after, dict):
         before = before if isinstance(before, dict) else {}
@@ -181,10 +187,10 @@ def describe_change(action: str, res: dict) -> tuple[str, str]:
     """(reason, path) for a task result that reports `changed` in check mode."""
     reasons, paths = [], []
     for diff in _diffs(res):
-        reason = _describe_diff(diff)
+        reason = _describe_diff(diff, str(res.get("dest") or ""))
         if reason and reason not in reasons:
             reasons.append(reason)
-        path = _path_of(diff)
+        path = _path_of(diff, str(res.get("dest") or ""))
         if path and path not in paths:
             paths.append(path)
     if reasons:
@@ -195,6 +201,9 @@ def describe_change(action: str, res: dict) -> tuple[str, str]:
         name = res.get("name", "service")
         return _short(f"service {name} would change ({wanted or 'no detail'})"), ""
     if res.get("msg"):
+        # A debug task reports a change (a restart it notifies) in its own words.
+        if short_action == "debug":
+            return _short(str(res["msg"])), ""
         return _short(f"{short_action}: {res['msg']}"), ""
     return f"{short_action} would change (the module reports no diff)", ""
 
