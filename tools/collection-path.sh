@@ -2,9 +2,21 @@
 # Prints a directory usable as ANSIBLE_COLLECTIONS_PATH in which blackwell.sglang resolves to
 # this checkout (ansible_collections/blackwell/sglang -> repository root). It lives outside the
 # checkout so that no tool walking the tree follows the link back into it.
+#
+# Whatever resolves there is executed by the caller (often root), so the link lives in a
+# directory only the caller can write: $XDG_RUNTIME_DIR when the session has one, else a
+# per-user directory under $TMPDIR or /tmp that must be a real directory, owned by the caller,
+# with mode 0700. Anything else there (another user's directory, a link) is refused.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd -P)
-base=${TMPDIR:-/tmp}/blackwell-sglang-collections/$(printf '%s' "$root" | sha256sum | cut -c1-12)
+uid=$(id -u)
+private=${XDG_RUNTIME_DIR:-${TMPDIR:-/tmp}}/blackwell-sglang-$uid
+mkdir -m 0700 "$private" 2>/dev/null || true
+if [ -L "$private" ] || [ ! -d "$private" ] || [ "$(stat -c '%u %a' "$private")" != "$uid 700" ]; then
+  echo "collection-path: $private is not a directory of user $uid with mode 0700; refusing to use it" >&2
+  exit 1
+fi
+base=$private/collections-$(printf '%s' "$root" | sha256sum | cut -c1-12)
 mkdir -p "$base/ansible_collections/blackwell"
 link=$base/ansible_collections/blackwell/sglang
 if [ "$(readlink "$link" 2>/dev/null)" != "$root" ]; then
