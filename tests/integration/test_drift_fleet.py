@@ -23,6 +23,7 @@ import subprocess
 
 import pytest
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import drift
 from conftest import ROOT, ansible_env
 
 pytestmark = pytest.mark.lab
@@ -43,7 +44,11 @@ TAMPERS = {
           f"content of {PATCHED} would change (+6 -0 lines); content ...")]),
     2: ("sed -i 's/^TimeoutStopSec=.*/TimeoutStopSec=5/' /etc/systemd/system/sglang.service",
         [("sglang_service : Write the systemd unit",
-          "content of /etc/systemd/system/sglang.service would change (+1 -1 lines)")]),
+          "content of /etc/systemd/system/sglang.service would change (+1 -1 lines)"),
+         # The running server has not seen the edited unit: systemd reports it, and it is newer.
+         ("sglang_service : Restart sglang to load what changed under it, or to recover its health",
+          "restart sglang: systemd has not loaded the unit on disk (NeedDaemonReload); changed after "
+          "the server started: /etc/systemd/system/sglang.service")]),
     3: ("update-alternatives --quiet --set cuda /usr/local/cuda-12.8",
         [("cuda13 : Select CUDA 13.0 for the toolkit links [/usr/local/cuda]",
           "alternatives: Set alternative '/usr/local/cuda-13.0' for 'cuda'.")]),
@@ -186,20 +191,158 @@ def test_each_tampered_node_shows_exactly_its_drift_and_check_changes_nothing(fl
         assert host["status"] == "drift", node(i)
         assert [(f["label"], f["reason"]) for f in host["drift"]] == expected, node(i)
     assert report["summary"]["drifted_hosts"] == NODES
-    assert report["summary"]["drifted_tasks"] == len(TAMPERS)
+    assert report["summary"]["drifted_tasks"] == sum(len(drift) for _tamper, drift in TAMPERS.values())
     # Every node went through the preflight and all its converge batches.
     assert report["summary"]["not_checked_hosts"] == 0
     markdown = (fleet["work"] / "tampered.md").read_text()
     assert f"| {node(4)} | sglang_service : Write the secrets file |" in markdown
 
 
+def converge(fleet, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["ansible-playbook", "-i", str(fleet["inventory"]), str(PLAYBOOK), *args],
+                          cwd=ROOT, env={**fleet["env"], **(env or {})}, capture_output=True,
+                          text=True, check=False)
+
+
+def host_vars(fleet, i: int, content: str | None) -> None:
+    """Settings of one node only, as an operator gives them: a host_vars file of the inventory."""
+    path = fleet["inventory"] / "host_vars" / f"{node(i)}.yml"
+    if content is None:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(content)
+
+
 def test_converge_repairs_every_drift(fleet):
-    converge = subprocess.run(["ansible-playbook", "-i", str(fleet["inventory"]), str(PLAYBOOK)],
-                              cwd=ROOT, env=fleet["env"], capture_output=True, text=True,
-                              check=False)
-    assert converge.returncode == 0, converge.stdout[-20000:] + converge.stderr
+    repaired = converge(fleet)
+    assert repaired.returncode == 0, repaired.stdout[-20000:] + repaired.stderr
     assert on_node(3, "readlink /etc/alternatives/cuda").strip() == "/usr/local/cuda-13.0"
     assert on_node(4, "stat -c %a /etc/sglang/sglang.env").strip() == "600"
     code, report, output = drift_report(fleet, "repaired")
     assert code == 0, output
     assert report["summary"]["drifted_hosts"] == 0
+
+
+SITE_PACKAGES = "/opt/sglang/venv/lib/python3.11/site-packages"
+RESTART = "sglang_service : Restart sglang to load what changed under it, or to recover its health"
+# Drift that no file task of the roles shows: a drop-in that replaces ExecStart, a file the
+# running server loaded changed under it, a server that runs but fails /health, a change of the
+# packages asked for beside SGLang (a setting of node 4, not a change on it).
+NEW_KINDS = {
+    1: ("mkdir -p /etc/systemd/system/sglang.service.d && "
+        "printf '[Service]\\nExecStart=\\nExecStart=/bin/sleep infinity\\n' "
+        ">/etc/systemd/system/sglang.service.d/override.conf && systemctl daemon-reload",
+        [("sglang_service : Remove drop-ins that change the unit "
+          "[/etc/systemd/system/sglang.service.d/override.conf]",
+          "/etc/systemd/system/sglang.service.d/override.conf would be removed")]),
+    2: (f"sleep 1 && touch {PATCHED}",
+        [(RESTART, drift._short(f"restart sglang: changed after the server started: {PATCHED}"))]),
+    3: ("echo '{\"mode\": \"unhealthy\"}' >/etc/sglang-standin/config.json && systemctl restart sglang && "
+        "sleep 2 && echo '{\"mode\": \"serve\", \"health_delay\": 1.0}' >/etc/sglang-standin/config.json",
+        [(RESTART, "restart sglang: running but /health answered 503")]),
+    4: (None,
+        [("sglang_install : Write the install requirements",
+          "content of /opt/sglang/venv/blackwell-requirements.txt would change (+1 -0 lines)")]),
+}
+
+
+def test_each_new_drift_kind_shows_on_exactly_its_node(fleet):
+    for i, (tamper, _drift) in NEW_KINDS.items():
+        if tamper:
+            on_node(i, tamper)
+    # uv's wheel is in the lab wheelhouse, so the repair can install it.
+    host_vars(fleet, 4, "sglang_install_extra_packages: [uv==0.13.9]\n")
+    before = snapshot()
+    code, report, output = drift_report(fleet, "new-kinds")
+    assert snapshot() == before
+    assert code == 1, output
+    for i, (_tamper, expected) in NEW_KINDS.items():
+        host = report["hosts"][node(i)]
+        assert host["status"] == "drift", node(i)
+        assert [(f["label"], f["reason"]) for f in host["drift"]] == expected, node(i)
+    # The install a changed request leads to is a command check mode cannot run: not judged.
+    assert "sglang_install : Install the pinned SGLang release 0.5.18" in not_judged(report["hosts"][node(4)])
+
+
+def test_converge_repairs_the_new_drift_kinds(fleet):
+    repaired = converge(fleet)
+    assert repaired.returncode == 0, repaired.stdout[-20000:] + repaired.stderr
+    assert on_node(1, "ls /etc/systemd/system/sglang.service.d 2>/dev/null | wc -l").strip() == "0"
+    assert on_node(3, "python3 -c \"import urllib.request as u; "
+                      "print(u.urlopen('http://127.0.0.1:30000/health').status)\"").strip() == "200"
+    assert on_node(4, f"ls -d {SITE_PACKAGES}/uv-0.13.9.dist-info").strip() == f"{SITE_PACKAGES}/uv-0.13.9.dist-info"
+    code, report, output = drift_report(fleet, "new-kinds-repaired")
+    assert code == 0, output
+
+
+def test_a_node_failing_the_preflight_leaves_the_others_not_checked(fleet):
+    host_vars(fleet, 2, "sglang_preflight_require_gpu: true\n")
+    try:
+        before = snapshot()
+        code, report, output = drift_report(fleet, "preflight-failed")
+        assert snapshot() == before
+    finally:
+        host_vars(fleet, 2, None)
+    assert code == 2, output
+    assert sorted(report["hosts"]) == [node(i) for i in range(1, NODES + 1)]
+    assert report["hosts"][node(2)]["status"] == "failed"
+    assert [f["label"] for f in report["hosts"][node(2)]["failures"]] == ["Require GPUs and a matching driver"]
+    why = (f"the run stopped after {node(2)} failed 'Require GPUs and a matching driver' in play "
+           f"'Check the nodes before the rollout' (any_errors_fatal)")
+    for i in (1, 3, 4):
+        assert (report["hosts"][node(i)]["status"], report["hosts"][node(i)]["reason"]) == ("not checked", why)
+    assert report["summary"]["not_checked_hosts"] == 3
+
+
+def test_a_failed_batch_leaves_the_later_batches_not_checked(fleet):
+    """A rollout (not a check) with the plugin on: node 2's install fails, the batches after it
+    never start, and the report says so."""
+    host_vars(fleet, 2, 'sglang_install_version: "9.9.9"\n')
+    json_path = fleet["work"] / "rollout.json"
+    try:
+        run = converge(fleet, "-e", "sglang_rollout_serial=1",
+                       env={"ANSIBLE_CALLBACKS_ENABLED": "blackwell.sglang.drift_report",
+                            "BLACKWELL_DRIFT_REPORT_JSON": str(json_path)})
+    finally:
+        host_vars(fleet, 2, None)
+    assert run.returncode == 2, run.stdout[-5000:]
+    report = json.loads(json_path.read_text())
+    statuses = {name: (host["status"], host["reason"]) for name, host in report["hosts"].items()}
+    why = (f"the run stopped after {node(2)} failed 'Fail with what the installer said' in play "
+           f"'Converge SGLang nodes batch by batch' (max_fail_percentage: 0)")
+    assert statuses == {node(1): ("ok", ""), node(2): ("failed", ""),
+                        node(3): ("not checked", why), node(4): ("not checked", why)}
+    failure = report["hosts"][node(2)]["failures"][0]["reason"]
+    assert failure.startswith("sglang_install: installing SGLang 9.9.9 into /opt/sglang/venv failed:"), failure
+    # Node 2 serves the release it had, and takes the converge that follows.
+    repaired = converge(fleet, "--limit", node(2))
+    assert repaired.returncode == 0, repaired.stdout[-20000:] + repaired.stderr
+
+
+def test_fresh_and_emptied_nodes_report_drift_never_a_failure(fleet):
+    """A node that was never converged, and one whose venv lost SGLang: drift, no failure."""
+    on_node(1, f"rm -rf {SITE_PACKAGES}/sglang {SITE_PACKAGES}/sglang-*.dist-info")
+    cache = ROOT / ".cache" / "lab"
+    up = subprocess.run([str(ROOT / "tools" / "lab" / "fleet.sh"), "up", str(NODES + 1)], cwd=ROOT,
+                        env={**fleet["env"], "LAB_INVENTORY": str(fleet["inventory"] / "hosts.yml"),
+                             "LAB_VOLUMES": f"{cache}/cuda-repo:/srv/cuda-repo:ro {cache}/wheelhouse:/srv/wheelhouse:ro"},
+                        capture_output=True, text=True, check=False)
+    assert up.returncode == 0, up.stdout + up.stderr
+    code, report, output = drift_report(fleet, "fragile")
+    assert code == 1, output
+    emptied, fresh = report["hosts"][node(1)], report["hosts"][node(NODES + 1)]
+    assert (emptied["status"], emptied["failures"]) == ("drift", [])
+    assert [(f["label"], f["reason"]) for f in emptied["drift"]] == [
+        ("sglang_install : Install the pinned SGLang release 0.5.18",
+         "command: Command would have run if not in check mode")]
+    assert {"sglang_sm120_patch : Check that the venv holds SGLang",
+            "sglang_service : Spell the launch arguments, write the unit and start sglang"} <= set(not_judged(emptied))
+    assert (fresh["status"], fresh["failures"]) == ("drift", [])
+    drifted = [f["label"] for f in fresh["drift"]]
+    for task in ("cuda13 : Configure the CUDA repository", "cuda13 : Install the packages the role's apt tasks run on",
+                 "sglang_install : Create the SGLang user", "sglang_install : Create the venv with uv"):
+        assert task in drifted, drifted
+    assert "cuda13 : Install the toolkit package" in not_judged(fresh)
+    for i in (2, 3, 4):
+        assert report["hosts"][node(i)]["status"] == "ok", node(i)

@@ -33,7 +33,8 @@ RESTART_LOG = "/var/lib/lab/sglang-restarts.log"
 
 
 def node(name):
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+    # The inventory logs in as the nodes' sudo user; the checks read and plant root's files.
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}", sudo=True)
 
 
 def probe(name):
@@ -154,7 +155,9 @@ def test_one_restart_requested_for_the_patch(host):
 def test_upgrade_to_release_b_drops_the_patch():
     changed, _report = playbook("upgrade.yml", "-e", f"sglang_install_version={RELEASE_B}")
     install = f"blackwell.sglang.sglang_install : Install the pinned SGLang release {RELEASE_B}"
-    assert changed == {SM120: [install], SM90: [install]}
+    # The request beside the venv names the new release, then the installer runs.
+    request = "blackwell.sglang.sglang_install : Write the install requirements"
+    assert changed == {SM120: [request, install], SM90: [request, install]}
     for name in (SM120, SM90):
         state = probe(name)
         assert state["version"] == RELEASE_B
