@@ -8,6 +8,9 @@ DOCUMENTATION = r"""
 name: drift_report
 type: aggregate
 short_description: Reports, per host, what a check-mode run found would change
+version_added: 0.1.0
+author:
+  - blackwell.sglang maintainers (@blackwell-sglang)
 description:
   - Reduces a playbook run in check and diff mode (C(--check --diff)) to one verdict per host
     and one line per task result that would change, with a short reason taken from the

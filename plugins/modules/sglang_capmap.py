@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: sglang_capmap
 short_description: Add a GPU compute capability to SGLang's torch symmetric-memory dicts
-version_added: "0.1.0"
+version_added: 0.1.0
 description:
   - SGLang's torch symmetric-memory all-reduce keys its limits by the GPU's compute-capability
     major and lists only 9 (Hopper) and 10 (SM100). On Blackwell parts that report 12 (SM120),
@@ -32,7 +32,7 @@ description:
   - After a file is written, its stale compiled copies in C(__pycache__) (every interpreter tag
     and optimisation level) are deleted, and only those, so the rest of SGLang's bytecode stays.
 author:
-  - blackwell.sglang maintainers (!UNKNOWN)
+  - blackwell.sglang maintainers (@blackwell-sglang)
 options:
   path:
     description:

@@ -1,0 +1,263 @@
+"""Documentation: the docs and changelog linters, plugin metadata, and each role's README table.
+
+The linters run on a copy laid out as ansible_collections/blackwell/sglang. antsibull-docs
+checks every plugin's DOCUMENTATION, EXAMPLES and RETURN and every role's argument spec
+(schema, markup, references to this collection and to those it depends on);
+antsibull-changelog checks the fragments and changelogs/changelog.yaml, and a release made on
+the copy shows that it lists the new modules, plugins, roles and playbook by itself.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, VENV_BIN, ansible_env, copy_as_collection
+
+AUTHOR = "blackwell.sglang maintainers (@blackwell-sglang)"
+ROLES = sorted(p.parent.parent.name for p in (ROOT / "roles").glob("*/meta/argument_specs.yml"))
+PLUGINS = sorted((ROOT / "plugins" / "modules").glob("*.py")) + sorted((ROOT / "plugins" / "callback").glob("*.py"))
+GALAXY_VERSION = yaml.safe_load((ROOT / "galaxy.yml").read_text(encoding="utf-8"))["version"]
+
+_spec = importlib.util.spec_from_file_location("role_readme", ROOT / "tools" / "role-readme.py")
+role_readme = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(role_readme)
+
+
+def run(args, cwd, env=None):
+    return subprocess.run(args, cwd=cwd, env=env or ansible_env(), capture_output=True, text=True, check=False)
+
+
+def lint_collection_docs(dest: Path):
+    # References are checked against this collection and what it depends on (community.general,
+    # ansible.builtin); 'all' would load every collection the ansible package bundles, for
+    # minutes, to check references this collection does not make.
+    return run(
+        [str(VENV_BIN / "antsibull-docs"), "lint-collection-docs", "--plugin-docs",
+         "--validate-collection-refs", "dependent", "--disallow-unknown-collection-refs", "."],
+        cwd=dest, env=ansible_env(ANSIBLE_COLLECTIONS_PATH=str(dest.parents[2])),
+    )
+
+
+# --- antsibull-docs -----------------------------------------------------------------------------
+
+def test_collection_docs_lint_is_clean(tmp_path):
+    dest = copy_as_collection(tmp_path)
+    proc = lint_collection_docs(dest)
+    assert (proc.returncode, proc.stdout + proc.stderr) == (0, "")
+
+
+def test_collection_docs_lint_reads_modules_and_role_specs(tmp_path):
+    """The same lint fails on a broken reference in a module and in a role's argument spec."""
+    dest = copy_as_collection(tmp_path)
+    module = dest / "plugins" / "modules" / "gpu_facts.py"
+    text = module.read_text(encoding="utf-8")
+    module.write_text(text.replace("  - Only reads;", "  - See M(blackwell.sglang.no_such_module).\n  - Only reads;", 1),
+                      encoding="utf-8")
+    spec = dest / "roles" / "sglang_service" / "meta" / "argument_specs.yml"
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace("description: Pass --enable-torch-symm-mem.",
+                                 "description: Pass --enable-torch-symm-mem, see O(no_such_option).", 1),
+                    encoding="utf-8")
+    proc = lint_collection_docs(dest)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [
+        "plugins/modules/gpu_facts.py:0:0: DOCUMENTATION -> description[4]: "
+        "M(blackwell.sglang.no_such_module): there is no module blackwell.sglang.no_such_module",
+        "roles/sglang_service/meta/argument_specs.yml:0:0: entry_points -> main -> options -> "
+        "sglang_service_torch_symm_mem_enabled -> description[1]: O(no_such_option): option name does "
+        "not reference to an existing option of the role blackwell.sglang.sglang_service's entrypoint main",
+    ]
+
+
+# --- plugin metadata ----------------------------------------------------------------------------
+
+def documentation(path: Path) -> dict:
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["DOCUMENTATION"]:
+            return yaml.safe_load(node.value.value)
+    raise AssertionError(f"{path} has no DOCUMENTATION")
+
+
+@pytest.mark.parametrize("path", PLUGINS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_plugin_names_one_author_and_its_version_added(path):
+    doc = documentation(path)
+    assert doc["author"] == [AUTHOR]
+    # Every module and plugin is new in a release no later than the collection's own version.
+    assert re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", str(doc.get("version_added")))
+    assert tuple(map(int, doc["version_added"].split("."))) <= tuple(map(int, GALAXY_VERSION.split(".")))
+
+
+# --- antsibull-changelog ------------------------------------------------------------------------
+
+def test_changelog_fragments_and_changelog_yaml_lint_clean():
+    proc = run([str(VENV_BIN / "antsibull-changelog"), "lint"], cwd=ROOT)
+    assert (proc.returncode, proc.stdout + proc.stderr) == (0, "")
+    proc = run([str(VENV_BIN / "antsibull-changelog"), "lint-changelog-yaml", "changelogs/changelog.yaml"], cwd=ROOT)
+    assert (proc.returncode, proc.stdout + proc.stderr) == (0, "")
+
+
+def test_changelog_lint_refuses_an_unknown_section(tmp_path):
+    dest = copy_as_collection(tmp_path)
+    (dest / "changelogs" / "fragments" / "wrong.yml").write_text(
+        "---\nnew_features:\n  - gpu_facts - reads the GPUs.\n", encoding="utf-8")
+    proc = run([str(VENV_BIN / "antsibull-changelog"), "lint"], cwd=dest)
+    assert (proc.returncode, proc.stdout) == (3, "changelogs/fragments/wrong.yml:0:0: invalid section: new_features\n")
+
+
+def test_no_fragment_lists_what_the_changelog_generates():
+    """New modules and plugins come from version_added; a fragment listing one lists it twice."""
+    names = {p.stem for p in PLUGINS}
+    listed = []
+    for fragment in sorted((ROOT / "changelogs" / "fragments").glob("*.yml")):
+        for section, entries in yaml.safe_load(fragment.read_text(encoding="utf-8")).items():
+            for entry in entries if section.startswith(("major", "minor")) else []:
+                match = re.match(r"(\S+)(?: \w+)? - new (?:[\w-]+ )*?(?:module|plugin|role|playbook)\b", entry)
+                if match and match.group(1) in names | set(ROLES):
+                    listed.append(f"{fragment.name}: {entry[:60]}")
+    assert listed == []
+
+
+def test_release_lists_new_modules_plugins_roles_and_playbook(tmp_path):
+    dest = copy_as_collection(tmp_path)
+    # antsibull-changelog asks git which fragments are tracked.
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
+    proc = run([str(VENV_BIN / "antsibull-changelog"), "release", "--version", GALAXY_VERSION,
+                "--date", "2026-12-01"], cwd=dest, env=ansible_env(ANSIBLE_COLLECTIONS_PATH=str(tmp_path)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    release = yaml.safe_load((dest / "changelogs" / "changelog.yaml").read_text(encoding="utf-8"))["releases"][GALAXY_VERSION]
+    assert sorted(m["name"] for m in release["modules"]) == sorted(p.stem for p in PLUGINS if p.parent.name == "modules")
+    assert [p["name"] for p in release["plugins"]["callback"]] == ["drift_report"]
+    assert sorted(r["name"] for r in release["objects"]["role"]) == ROLES
+    assert [p["name"] for p in release["objects"]["playbook"]] == ["site"]
+
+
+# --- role READMEs -------------------------------------------------------------------------------
+
+def readme_rows(readme_text: str) -> dict:
+    """The variable table of a README, read back without the generator: name -> (type, default)."""
+    table = readme_text.split(role_readme.BEGIN, 1)[1].split(role_readme.END, 1)[0]
+    rows = {}
+    for line in table.strip().splitlines()[2:]:
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        rows[cells[0].strip("`")] = (cells[1], cells[2])
+    return rows
+
+
+def table_mismatches(readme_text: str, argument_specs: dict) -> list[str]:
+    """What differs between a README's table and the spec's main entry point: names, types, defaults."""
+    rows = readme_rows(readme_text)
+    options = argument_specs["argument_specs"]["main"].get("options") or {}
+    problems = [f"{name}: in the spec, not in the README" for name in options if name not in rows]
+    problems += [f"{name}: in the README, not in the spec" for name in rows if name not in options]
+    for name, spec in options.items():
+        if name not in rows:
+            continue
+        kind, default = rows[name]
+        want_kind = spec.get("type", "str") + (f" of {spec['elements']}" if spec.get("elements") else "")
+        if kind != want_kind:
+            problems.append(f"{name}: type {kind} in the README, {want_kind} in the spec")
+        if spec.get("required") or "default" not in spec:
+            want_default = "required" if spec.get("required") else "unset"
+            if default != want_default:
+                problems.append(f"{name}: default {default} in the README, {want_default} in the spec")
+        elif not (default.startswith("`") and yaml.safe_load(default.strip("`")) == spec["default"]):
+            problems.append(f"{name}: default {default} in the README, {spec['default']!r} in the spec")
+    if [n for n in rows if n in options] != [n for n in options if n in rows]:
+        problems.append("the README lists the variables in another order than the spec")
+    return problems
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_role_readme_table_matches_its_argument_spec(role):
+    readme = (ROOT / "roles" / role / "README.md").read_text(encoding="utf-8")
+    spec = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text(encoding="utf-8"))
+    assert table_mismatches(readme, spec) == []
+    assert len(readme_rows(readme)) == len(spec["argument_specs"]["main"]["options"])
+
+
+def test_role_readmes_are_as_the_generator_writes_them():
+    proc = run([str(VENV_BIN / "python"), "tools/role-readme.py", "--check"], cwd=ROOT)
+    assert (proc.returncode, proc.stdout + proc.stderr) == (0, "")
+
+
+def test_every_role_has_a_readme_and_an_argument_spec():
+    assert ROLES == sorted(p.name for p in (ROOT / "roles").iterdir() if p.is_dir())
+    for role in ROLES:
+        assert (ROOT / "roles" / role / "README.md").is_file(), role
+
+
+@pytest.fixture()
+def role_copy(tmp_path):
+    """roles/sglang_install's README and argument spec, copied to edit."""
+    role = tmp_path / "roles" / "sglang_install"
+    (role / "meta").mkdir(parents=True)
+    shutil.copy2(ROOT / "roles" / "sglang_install" / "README.md", role / "README.md")
+    shutil.copy2(ROOT / "roles" / "sglang_install" / "meta" / "argument_specs.yml", role / "meta" / "argument_specs.yml")
+    return role
+
+
+def edit_spec(role: Path, change) -> dict:
+    path = role / "meta" / "argument_specs.yml"
+    spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    change(spec["argument_specs"]["main"]["options"])
+    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    return spec
+
+
+OUT_OF_STEP = ("roles/sglang_install/README.md: the variable table differs from meta/argument_specs.yml; "
+               "run tools/role-readme.py\n")
+
+
+@pytest.mark.parametrize(
+    ("change", "found"),
+    [
+        (lambda o: o.update(sglang_install_timeout={"type": "int", "default": 600, "description": "Seconds."}),
+         ["sglang_install_timeout: in the spec, not in the README"]),
+        (lambda o: o["sglang_install_version"].update(default="0.5.24"),
+         ["sglang_install_version: default `0.5.23` in the README, '0.5.24' in the spec"]),
+        (lambda o: o["sglang_install_uv_version"].update(type="raw"),
+         ["sglang_install_uv_version: type str in the README, raw in the spec"]),
+        (lambda o: o.pop("sglang_install_no_deps"),
+         ["sglang_install_no_deps: in the README, not in the spec"]),
+    ],
+    ids=["variable-added", "default-changed", "type-changed", "variable-removed"],
+)
+def test_readme_out_of_step_with_its_spec_is_found_and_rewritten(role_copy, change, found):
+    readme = role_copy / "README.md"
+    before = readme.read_bytes()
+    spec = edit_spec(role_copy, change)
+    assert table_mismatches(before.decode(), spec) == found
+
+    script = [str(VENV_BIN / "python"), str(ROOT / "tools" / "role-readme.py"), "--roles-dir", str(role_copy.parent)]
+    proc = run(script + ["--check"], cwd=ROOT)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", OUT_OF_STEP)
+    assert readme.read_bytes() == before
+
+    proc = run(script, cwd=ROOT)
+    assert (proc.returncode, proc.stdout) == (0, "roles/sglang_install/README.md: table rewritten\n")
+    after = readme.read_text(encoding="utf-8")
+    assert table_mismatches(after, spec) == []
+    # Only the table changed: the hand-written prose before and after it is kept.
+    assert after.split(role_readme.BEGIN)[0] == before.decode().split(role_readme.BEGIN)[0]
+    assert after.split(role_readme.END)[1] == before.decode().split(role_readme.END)[1]
+    proc = run(script + ["--check"], cwd=ROOT)
+    assert (proc.returncode, proc.stdout + proc.stderr) == (0, "")
+
+
+def test_readme_without_markers_is_refused_and_left_alone(role_copy):
+    readme = role_copy / "README.md"
+    readme.write_text("# sglang_install\n\nNo table here.\n", encoding="utf-8")
+    proc = run([str(VENV_BIN / "python"), str(ROOT / "tools" / "role-readme.py"),
+                "--roles-dir", str(role_copy.parent)], cwd=ROOT)
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == (f"roles/sglang_install/README.md: needs exactly one {role_readme.BEGIN!r} "
+                           f"and one {role_readme.END!r} line\n")
+    assert readme.read_text(encoding="utf-8") == "# sglang_install\n\nNo table here.\n"
