@@ -11,8 +11,12 @@ UnitFileState=enabled
 NeedDaemonReload=no
 MainPID=4242
 ExecMainStartTimestamp=@1764523020
-DropInPaths=/usr/lib/systemd/system/service.d/10-timeout-abort.conf /etc/systemd/system/sglang.service.d/override.conf /run/systemd/system/sglang.service.d/50-x.conf /etc/systemd/system/other.service.d/a.conf
-"""
+DropInPaths=""" + " ".join([
+    "/usr/lib/systemd/system/service.d/10-timeout-abort.conf",
+    "/etc/systemd/system/sglang.service.d/override.conf",
+    "/run/systemd/system/sglang.service.d/50-x.conf",
+    "/etc/systemd/system/other.service.d/a.conf",
+]) + "\n"
 
 MISSING = """LoadState=not-found
 ActiveState=inactive
