@@ -303,7 +303,10 @@ class DriftCollector:
         if self._batch_stopped or not self._batch_failures:
             return
         self._batch_stopped = True
-        host, label, unreachable = self._batch_failures[0]
+        # A host stops at its first failure nothing handled: earlier failures of the same host
+        # were rescued, so its last one is what stopped it.
+        first = self._batch_failures[0][0]
+        host, label, unreachable = [f for f in self._batch_failures if f[0] == first][-1]
         verb = "was unreachable at" if unreachable else "failed"
         self._stop_reason = (f"the run stopped after {host} {verb} '{label}' in play "
                              f"'{self._batch_play['play']}' ({why})")
@@ -400,6 +403,11 @@ class DriftCollector:
                 status = UNREACHABLE
             elif failed:
                 status = FAILED
+                # Only the last failure stopped the host; a rescue block handled the ones before.
+                not_judged = not_judged + [
+                    Finding(f.task, f.action, f"failed, then rescued: {f.reason}", f.path)
+                    for f in failures[:-1]]
+                failures = failures[-1:]
             else:
                 not_judged = not_judged + [
                     Finding(f.task, f.action, f"failed in check mode (rescued): {f.reason}", f.path)

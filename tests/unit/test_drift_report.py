@@ -185,6 +185,21 @@ def test_a_failure_a_rescue_handled_is_not_a_failed_host():
     assert pairs(report, "h1", "not_judged") == [("Try", "failed in check mode (rescued): no")]
 
 
+def test_a_host_that_fails_after_a_rescue_is_stopped_by_its_last_failure():
+    report = drift.replay([
+        start(), play(hosts=("h1", "h2"), batch=("h1",), max_fail=0),
+        result("failed", "h1", "Install", {"msg": "no such release"}),
+        result("ok", "h1", "Forget the request", {"changed": False}),
+        result("failed", "h1", "Fail with the reason", {"msg": "install failed"}),
+        {"event": "no_hosts_remaining"},
+        stats("h1", failures=["h1"]),
+    ])
+    assert report["hosts"]["h2"]["reason"] == (
+        "the run stopped after h1 failed 'Fail with the reason' in play 'P' (max_fail_percentage: 0)")
+    assert pairs(report, "h1", "failures") == [("Fail with the reason", "install failed")]
+    assert pairs(report, "h1", "not_judged") == [("Install", "failed, then rescued: no such release")]
+
+
 def test_max_fail_percentage_stops_the_rest_of_the_batch_and_the_batches_after_it():
     report = drift.replay([
         start(), play(hosts=("h1", "h2", "h3"), batch=("h1", "h2"), max_fail=0),
