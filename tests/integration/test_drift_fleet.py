@@ -323,9 +323,12 @@ def test_a_failed_batch_leaves_the_later_batches_not_checked(fleet):
     assert repaired.returncode == 0, repaired.stdout[-20000:] + repaired.stderr
 
 
-def test_fresh_and_emptied_nodes_report_drift_never_a_failure(fleet):
-    """A node that was never converged, and one whose venv lost SGLang: drift, no failure."""
+def test_fresh_and_broken_nodes_report_drift_never_a_failure(fleet):
+    """A node that was never converged, one whose venv lost SGLang, one whose unit is gone, one
+    without its apt lists and CUDA key: each reports the drift it has, none fails."""
     on_node(1, f"rm -rf {SITE_PACKAGES}/sglang {SITE_PACKAGES}/sglang-*.dist-info")
+    on_node(3, "rm /etc/systemd/system/sglang.service && systemctl daemon-reload")
+    on_node(4, "rm -rf /var/lib/apt/lists/* /etc/apt/keyrings/cuda-archive-keyring.asc")
     cache = ROOT / ".cache" / "lab"
     up = subprocess.run([str(ROOT / "tools" / "lab" / "fleet.sh"), "up", str(NODES + 1)], cwd=ROOT,
                         env={**fleet["env"], "LAB_INVENTORY": str(fleet["inventory"] / "hosts.yml"),
@@ -347,5 +350,12 @@ def test_fresh_and_emptied_nodes_report_drift_never_a_failure(fleet):
                  "sglang_install : Create the SGLang user", "sglang_install : Create the venv with uv"):
         assert task in drifted, drifted
     assert "cuda13 : Install the toolkit package" in not_judged(fresh)
-    for i in (2, 3, 4):
-        assert report["hosts"][node(i)]["status"] == "ok", node(i)
+    assert (report["hosts"][node(2)]["status"], report["hosts"][node(2)]["drift"]) == ("ok", [])
+    no_unit, no_lists = report["hosts"][node(3)], report["hosts"][node(4)]
+    assert [(f["label"], f["reason"]) for f in no_unit["drift"]] == [
+        ("sglang_service : Write the systemd unit", "/etc/systemd/system/sglang.service would be created")]
+    assert (no_unit["status"], no_unit["failures"]) == ("drift", [])
+    # systemd cannot be asked about a unit that does not exist yet: not judged, not failed.
+    assert "sglang_service : Enable and start sglang" in not_judged(no_unit)
+    assert [f["label"] for f in no_lists["drift"]] == ["cuda13 : Install the repository signing key from the node's mirror"]
+    assert (no_lists["status"], no_lists["failures"]) == ("drift", [])
