@@ -13,24 +13,28 @@
 #   tools/lab/build-image.sh          # prints the mirror directory, then the image reference
 #   LAB_MIRROR=http://mirror.local/debian tools/lab/build-image.sh
 #
-# The tag carries a hash of this script, so a change here builds a new image (and mirror) and an
-# unchanged script reuses both.
+# The tag carries a hash of this script and the id of the mirror's signing key: a change here
+# builds a new image and mirror, an unchanged script reuses both, and the image always trusts
+# exactly the mirror beside it (the key is made per build, and several checkouts of the
+# repository on one machine each keep a mirror of their own under their .cache).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 mirror=${LAB_MIRROR:-http://deb.debian.org/debian}
 name=localhost/blackwell-lab-debian12
 tag=$(sha256sum "$here/build-image.sh" | cut -c1-12)
-image=$name:$tag
 debs=${BLACKWELL_CACHE:-$root/.cache}/lab/debian-mirror
 # What the roles install with apt on a stock node (cuda13: python3-apt for the apt module;
 # sglang_install: python3-venv for the venvs).
 mirror_packages=(python3-apt python3-venv)
 
-if podman image exists "$image" && [ "$(cat "$debs/.inputs" 2>/dev/null)" = "$tag" ]; then
-  echo "$debs"
-  echo "$image"
-  exit 0
+if [ "$(cat "$debs/.inputs" 2>/dev/null)" = "$tag" ] && [ -s "$debs/.key" ]; then
+  image=$name:$tag-$(cat "$debs/.key")
+  if podman image exists "$image"; then
+    echo "$debs"
+    echo "$image"
+    exit 0
+  fi
 fi
 
 packages=python3,systemd,systemd-sysv,dbus,sudo,procps,iproute2,openssh-server,ca-certificates
@@ -53,6 +57,8 @@ export GNUPGHOME=$work/gnupg
 mkdir -m 0700 "$GNUPGHOME"
 gpg --batch --quiet --pinentry-mode loopback --passphrase '' \
   --quick-generate-key 'blackwell.sglang lab Debian mirror <lab@example.invalid>' ed25519 sign 0 2>/dev/null
+keyid=$(gpg --batch --with-colons --list-keys | awk -F: '$1 == "pub" { print tolower($5); exit }')
+image=$name:$tag-$keyid
 (
   cd "$pool"
   dpkg-scanpackages . /dev/null 2>/dev/null >Packages
@@ -96,6 +102,7 @@ tar -C "$rootfs" -c . | podman import --change 'CMD ["/sbin/init"]' - "$image" >
 podman tag "$image" "$name:latest"
 
 echo "$tag" >"$pool/.inputs"
+echo "$keyid" >"$pool/.key"
 mkdir -p "$(dirname "$debs")"
 rm -rf "$debs.new" && cp -a "$pool" "$debs.new"
 rm -rf "$debs" && mv "$debs.new" "$debs"
