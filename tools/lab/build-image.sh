@@ -2,7 +2,7 @@
 # Builds the lab's base image without any registry, as stock as a cloud image: debootstrap a
 # minimal Debian 12 with systemd, sshd and sudo, a login user `debian` with passwordless sudo
 # (what cloud-init leaves on a Debian cloud image) and root SSH login off. Nothing the roles
-# install is in it: no python3-venv, no python3-apt, no apt lists, no CUDA keyring.
+# install is in it (tools/lab/mirror-packages.txt lists those), no apt lists, no CUDA keyring.
 #
 # Lab nodes reach no Debian mirror on the internet. The image's apt sources point at the lab's
 # own signed mirror instead, bind-mounted read-only at /srv/debian-mirror, built here from the
@@ -13,20 +13,19 @@
 #   tools/lab/build-image.sh          # prints the mirror directory, then the image reference
 #   LAB_MIRROR=http://mirror.local/debian tools/lab/build-image.sh
 #
-# The tag carries a hash of this script and the id of the mirror's signing key: a change here
-# builds a new image and mirror, an unchanged script reuses both, and the image always trusts
-# exactly the mirror beside it (the key is made per build, and several checkouts of the
-# repository on one machine each keep a mirror of their own under their .cache).
+# The tag carries a hash of this script and its package list, and the id of the mirror's signing
+# key: a change to either builds a new image and mirror, an unchanged pair reuses both, and the
+# image always trusts exactly the mirror beside it (the key is made per build, and several
+# checkouts of the repository on one machine each keep a mirror of their own under their .cache).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 mirror=${LAB_MIRROR:-http://deb.debian.org/debian}
 name=localhost/blackwell-lab-debian12
-tag=$(sha256sum "$here/build-image.sh" | cut -c1-12)
+tag=$(cat "$here/build-image.sh" "$here/mirror-packages.txt" | sha256sum | cut -c1-12)
 debs=${BLACKWELL_CACHE:-$root/.cache}/lab/debian-mirror
-# What the roles install with apt on a stock node (cuda13: python3-apt for the apt module;
-# sglang_install: python3-venv for the venvs).
-mirror_packages=(python3-apt python3-venv)
+# What the roles install with apt on a stock node, one package a line.
+mapfile -t mirror_packages < <(grep -v -e '^#' -e '^$' "$here/mirror-packages.txt")
 
 if [ "$(cat "$debs/.inputs" 2>/dev/null)" = "$tag" ] && [ -s "$debs/.key" ]; then
   image=$name:$tag-$(cat "$debs/.key")
