@@ -60,6 +60,18 @@ def copy_as_collection(tmp_path: Path) -> Path:
     return dest
 
 
+def run_sanity(tmp_path: Path, bindir: Path, python: str, env: dict) -> subprocess.CompletedProcess:
+    """ansible-test sanity, from bindir's ansible-core, on a copy of the tree laid out as a
+    collection and committed to a repository of its own (ansible-test lists files through git)."""
+    dest = copy_as_collection(tmp_path)
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
+    return subprocess.run(
+        [str(bindir / "ansible-test"), "sanity", "--venv", "--python", python, "--color", "no"],
+        cwd=dest, env=env, capture_output=True, text=True, check=False,
+    )
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT

@@ -17,7 +17,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from conftest import ROOT, ansible_env, copy_as_collection
+from conftest import ROOT, ansible_env, run_sanity
 
 CORE221_VERSION = "2.21.5"
 CORE221_VENV = Path(os.environ.get("BLACKWELL_VENV_CORE221", ROOT / ".venv-core221"))
@@ -52,15 +52,7 @@ def core221_env(**extra: str) -> dict:
 
 
 def test_ansible_test_sanity_passes_on_newest_core(tmp_path):
-    bindir = core221_bin()
-    dest = copy_as_collection(tmp_path)
-    # ansible-test lists the collection's files through git when it sits in a repository.
-    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
-    subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
-    proc = subprocess.run(
-        [str(bindir / "ansible-test"), "sanity", "--venv", "--python", "3.12", "--color", "no"],
-        cwd=dest, env=core221_env(), capture_output=True, text=True, check=False,
-    )
+    proc = run_sanity(tmp_path, core221_bin(), "3.12", core221_env())
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-20000:]
     # The tests that load the plugins ran, on 3.12: not a run that skipped them.
