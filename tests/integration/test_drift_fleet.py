@@ -3,18 +3,23 @@
 tools/lab/lab.sh brings up four container nodes from the stock lab image (sshd on loopback
 ports, Ansible logging in as the sudo user `debian`, the lab's Debian mirror, CUDA repository and
 SGLang wheelhouse mounted) and converges site.yml against them with the lab inventory's
-settings, exactly as `make lab` does. First, the nodes are what a fresh fleet gives: root
-cannot log in, Ansible's user is not root, and the image lacks what the roles install. Node 3 also gets the CUDA 12.8 toolkit
-installed next to 13.0: a kept older toolkit is not drift, and it is what the link can be
-switched back to. Then:
-- the report on the converged fleet shows no drift and exits 0;
+settings, exactly as `make lab` does. Each node presents as the field report's box through a
+stand-in nvidia-smi (8x RTX PRO 6000 Blackwell on PCIe), and runs SGLang 0.5.8, a release that
+raises KeyError: 12 there without the patch. First, the nodes are what a fresh fleet gives: root
+cannot log in, Ansible's user is not root, and the image lacks what the roles install. Node 3
+also gets the CUDA 12.8 toolkit installed next to 13.0: a kept older toolkit is not drift, and
+it is what the link can be switched back to. Then:
+- the report on the converged fleet shows no drift and exits 0, and the lab's summary shows
+  the patch keyed on capability 12, TP 8 and the field report's flags on every node;
 - one node per drift kind is tampered with: SGLang reinstalled (the patch is gone), the unit
   file edited, /usr/local/cuda switched back to 12.8, the env file made world-readable; each
   drift appears on exactly that node, with its reason, and nowhere else;
 - neither check run changes a byte on any node: hashes and metadata of everything the roles
   manage, the package and alternatives databases, and the running server's PID, before and
   after;
-- a converge repairs all four and the report is clean again.
+- a converge repairs all four and the report is clean again;
+- then the newer drift kinds, a preflight failure, a failed batch, the 0.5.23 release's crash
+  policy outcomes, and fresh and broken nodes, each with its exact verdicts.
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ PREFIX = "drift-accuracy"
 PLAYBOOK = ROOT / "site.yml"
 # The lab's release, reinstalled from the lab wheelhouse with the uv the role installed.
 REINSTALL = ("/opt/sglang/uv/bin/uv pip install -q --python /opt/sglang/venv/bin/python --reinstall "
-             "--no-deps --no-index --find-links /srv/wheelhouse sglang==0.5.18")
+             "--no-deps --no-index --find-links /srv/wheelhouse sglang==0.5.8")
 PATCHED = ("/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/distributed/"
            "device_communicators/all_reduce_utils.py")
 
@@ -87,7 +92,9 @@ def fleet(tmp_path_factory):
     work = tmp_path_factory.mktemp("fleet")
     env = ansible_env(LAB_PREFIX=PREFIX, LAB_PORT_BASE="2600", LAB_NODES=str(NODES),
                       LAB_STATE=str(work / "state"), LAB_INVENTORY_DIR=str(work / "inventory"),
-                      LAB_REPORT="0", ANSIBLE_CACHE_PLUGIN_CONNECTION=str(work / "facts"))
+                      LAB_REPORT="0", ANSIBLE_CACHE_PLUGIN_CONNECTION=str(work / "facts"),
+                      # The lab's defaults, whatever the caller's environment says.
+                      LAB_SGLANG_VERSION="0.5.8", LAB_CRASH_POLICY="strict")
     lab_sh = str(ROOT / "tools" / "lab" / "lab.sh")
     try:
         up = subprocess.run([lab_sh, "up"], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -179,6 +186,44 @@ def test_converged_fleet_has_no_drift_and_check_changes_nothing(fleet):
     assert "No drift." in output
 
 
+BOX = "8x NVIDIA RTX PRO 6000 Blackwell Server Edition, compute capability 12.0, topology pcie_only (gpu_facts)"
+PATCH = ("SGLang 0.5.8, capability 12: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES already present; "
+         "TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM already present")
+
+
+def lab_summary(fleet, name: str) -> dict:
+    """tools/lab/summary.yml's report, as `make lab` prints it: node -> {field: value}."""
+    path = fleet["work"] / f"{name}.txt"
+    run = subprocess.run(["ansible-playbook", "-i", str(fleet["inventory"]), str(ROOT / "tools" / "lab" / "summary.yml"),
+                          "-e", f"lab_summary_file={path}"],
+                         cwd=ROOT, env=fleet["env"], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stdout[-5000:] + run.stderr
+    nodes: dict = {}
+    for line in path.read_text().splitlines():
+        if line and not line.startswith(" "):
+            current = nodes.setdefault(line, {})
+        elif line.strip():
+            field, _, value = line.strip().partition(":")
+            current[field] = value.strip()
+    return nodes
+
+
+def test_nodes_present_as_the_field_report_box_and_run_its_flags(fleet):
+    """No capability override in the lab: the patch keys on what gpu_facts reports (8x SM120 on
+    PCIe, from the stand-in nvidia-smi), TP is the GPU count, and the unit carries the symmetric
+    memory and fusion flags of the field report. 0.5.8 has no PCIe all-reduce to turn on."""
+    summary = lab_summary(fleet, "summary")
+    assert sorted(summary) == [node(i) for i in range(1, NODES + 1)]
+    for name, fields in summary.items():
+        assert fields["GPUs"] == BOX, name
+        assert fields["Patch"] == PATCH, name
+        assert fields["Service"] == "active (running)", name
+        argv = fields["ExecStart"].split()
+        assert argv[argv.index("--tp-size") + 1] == "8", name
+        assert {"--enable-torch-symm-mem", "--enable-flashinfer-allreduce-fusion"} <= set(argv), name
+        assert "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE" not in fields["Environment"], name
+
+
 def test_each_tampered_node_shows_exactly_its_drift_and_check_changes_nothing(fleet):
     for i, (tamper, _drift) in TAMPERS.items():
         on_node(i, tamper)
@@ -262,7 +307,7 @@ def test_each_new_drift_kind_shows_on_exactly_its_node(fleet):
         assert host["status"] == "drift", node(i)
         assert [(f["label"], f["reason"]) for f in host["drift"]] == expected, node(i)
     # The install a changed request leads to is a command check mode cannot run: not judged.
-    assert "sglang_install : Install the pinned SGLang release 0.5.18" in not_judged(report["hosts"][node(4)])
+    assert "sglang_install : Install the pinned SGLang release 0.5.8" in not_judged(report["hosts"][node(4)])
 
 
 def test_converge_repairs_the_new_drift_kinds(fleet):
@@ -277,7 +322,8 @@ def test_converge_repairs_the_new_drift_kinds(fleet):
 
 
 def test_a_node_failing_the_preflight_leaves_the_others_not_checked(fleet):
-    host_vars(fleet, 2, "sglang_preflight_require_gpu: true\n")
+    # Node 2's nvidia-smi answers like one whose driver is gone: no GPUs where GPUs are required.
+    host_vars(fleet, 2, "sglang_preflight_nvidia_smi: /usr/bin/false\n")
     try:
         before = snapshot()
         code, report, output = drift_report(fleet, "preflight-failed")
@@ -323,6 +369,31 @@ def test_a_failed_batch_leaves_the_later_batches_not_checked(fleet):
     assert repaired.returncode == 0, repaired.stdout[-20000:] + repaired.stderr
 
 
+def test_the_newest_release_shows_the_crash_policy_and_the_pcie_all_reduce(fleet):
+    """LAB_SGLANG_VERSION=0.5.23 on one node: its FlashInfer fusion raises on SM120, so the
+    default strict policy refuses before the unit is written; warn deploys it without the fusion
+    flag, and with the PCIe all-reduce the release ships, because the topology is pcie_only."""
+    unit_before = on_node(2, "sha256sum /etc/systemd/system/sglang.service")
+    strict = converge(fleet, "--limit", node(2), env={"LAB_SGLANG_VERSION": "0.5.23"})
+    assert strict.returncode == 2, strict.stdout[-5000:]
+    assert ('sglang_service: refusing to deploy: SGLang 0.5.23 raises "FlashInfer allreduce fusion requires '
+            'SM90 or SM10X NVIDIA GPUs." at start-up, and this node has compute capability 12 GPUs') in strict.stdout
+    assert on_node(2, "sha256sum /etc/systemd/system/sglang.service") == unit_before
+    warn = converge(fleet, "--limit", node(2), env={"LAB_SGLANG_VERSION": "0.5.23", "LAB_CRASH_POLICY": "warn"})
+    assert warn.returncode == 0, warn.stdout[-20000:]
+    assert "sglang_service: WARNING: leaving FlashInfer all-reduce fusion out: SGLang 0.5.23" in warn.stdout
+    fields = lab_summary(fleet, "summary-0.5.23")[node(2)]
+    argv = fields["ExecStart"].split()
+    assert "--enable-torch-symm-mem" in argv
+    assert not [word for word in argv if "fusion" in word], argv
+    assert "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1" in fields["Environment"].split()
+    assert fields["Patch"].startswith("SGLang 0.5.23, capability 12: ")
+    # Back to the lab's release.
+    back = converge(fleet, "--limit", node(2))
+    assert back.returncode == 0, back.stdout[-20000:]
+    assert lab_summary(fleet, "summary-back")[node(2)]["Patch"] == PATCH
+
+
 def test_fresh_and_broken_nodes_report_drift_never_a_failure(fleet):
     """A node that was never converged, one whose venv lost SGLang, one whose unit is gone, one
     without its apt lists and CUDA key: each reports the drift it has, none fails."""
@@ -335,12 +406,19 @@ def test_fresh_and_broken_nodes_report_drift_never_a_failure(fleet):
                              "LAB_VOLUMES": f"{cache}/cuda-repo:/srv/cuda-repo:ro {cache}/wheelhouse:/srv/wheelhouse:ro"},
                         capture_output=True, text=True, check=False)
     assert up.returncode == 0, up.stdout + up.stderr
+    # The GPU double and the engine's stand-in, as the lab gives every node; nothing the roles install.
+    prepared = subprocess.run(
+        ["ansible-playbook", "-i", str(fleet["inventory"]), str(ROOT / "molecule" / "shared" / "prepare_standin.yml"),
+         "--limit", node(NODES + 1)],
+        cwd=ROOT, env={**fleet["env"], "MOLECULE_PROJECT_DIRECTORY": str(ROOT)}, capture_output=True, text=True,
+        check=False)
+    assert prepared.returncode == 0, prepared.stdout[-5000:] + prepared.stderr
     code, report, output = drift_report(fleet, "fragile")
     assert code == 1, output
     emptied, fresh = report["hosts"][node(1)], report["hosts"][node(NODES + 1)]
     assert (emptied["status"], emptied["failures"]) == ("drift", [])
     assert [(f["label"], f["reason"]) for f in emptied["drift"]] == [
-        ("sglang_install : Install the pinned SGLang release 0.5.18",
+        ("sglang_install : Install the pinned SGLang release 0.5.8",
          "command: Command would have run if not in check mode")]
     assert {"sglang_sm120_patch : Check that the venv holds SGLang",
             "sglang_service : Spell the launch arguments, write the unit and start sglang"} <= set(not_judged(emptied))

@@ -13,8 +13,9 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 dest=${LAB_WHEELHOUSE:-$root/.cache/lab/wheelhouse}
 python=${BLACKWELL_PYTHON:-python3}
 # Release A indexes the dicts directly (KeyError: 12 on SM120); release B uses .get() and
-# ships cp311 platform wheels.
-packages=(sglang==0.5.8 sglang==0.5.18 uv==0.13.9)
+# ships cp311 platform wheels; 0.5.23 is the newest, whose FlashInfer fusion refuses SM120 and
+# which ships the PCIe all-reduce (the lab's LAB_SGLANG_VERSION=0.5.23).
+packages=(sglang==0.5.8 sglang==0.5.18 sglang==0.5.23 uv==0.13.9)
 
 mkdir -p "$dest"
 for spec in "${packages[@]}"; do

@@ -14,7 +14,9 @@
 # converge the playbook; 0: stop once the nodes are up and prepared, for a test that converges
 # with an Ansible of its own), LAB_CONVERGE_ARGS (extra ansible-playbook arguments for the
 # converge, space separated; e.g. "-e sglang_rollout_serial=100%" converges every node at once
-# instead of one by one).
+# instead of one by one). Read by inventories/lab's settings: LAB_SGLANG_VERSION (default
+# 0.5.8, a release the SM120 patch is essential for; 0.5.23 shows the newer release's policy
+# outcomes) and LAB_CRASH_POLICY (default strict; warn deploys 0.5.23 without its fusion flag).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -77,6 +79,28 @@ up() {
   state=$(realpath --relative-to="$root" "$LAB_STATE")
   tools/drift-report -i "$inv" -p "$playbook" \
     --json "$LAB_STATE/drift-report.json" --markdown "$LAB_STATE/drift-report.md" || rc=$?
+
+  if [ "$playbook" = "$root/site.yml" ]; then
+    step "What the converge did on each node (tools/lab/summary.yml)"
+    if "$BLACKWELL_VENV/bin/ansible-playbook" -i "$inventory_dir" tools/lab/summary.yml \
+        -e "lab_summary_file=$LAB_STATE/summary.txt" >"$LAB_STATE/summary.log" 2>&1; then
+      cat "$LAB_STATE/summary.txt"
+      cat <<'EOF'
+
+Why: gpu_facts asked the nodes' nvidia-smi (the lab's stand-in, replaying the recorded
+8x RTX PRO 6000 box) and got compute capability 12.0 GPUs on PCIe. sglang_sm120_patch therefore
+put key 12 into SGLang's two torch symmetric-memory dicts (releases 0.5.5 to 0.5.13 raise
+KeyError: 12 without it, and later ones silently turn the communicator off); the TP size is the
+GPU count; --enable-torch-symm-mem and the release's FlashInfer fusion flag are sglang_service's
+defaults, left out only when the release's fusion rejects these GPUs and the crash policy is
+warn; SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1 appears when the release ships the PCIe all-reduce and
+the topology is pcie_only.
+EOF
+    else
+      echo "lab: the summary could not be read; see $LAB_STATE/summary.log" >&2
+      rc=2
+    fi
+  fi
 
   cat <<EOF
 
