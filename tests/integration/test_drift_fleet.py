@@ -24,6 +24,7 @@ it is what the link can be switched back to. Then:
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -367,6 +368,56 @@ def test_a_failed_batch_leaves_the_later_batches_not_checked(fleet):
     # Node 2 serves the release it had, and takes the converge that follows.
     repaired = converge(fleet, "--limit", node(2))
     assert repaired.returncode == 0, repaired.stdout[-20000:] + repaired.stderr
+
+
+# The fleet's own playbooks around one node losing its sshd after the preflight reached it: the
+# node drops off the network between the check and its batch.
+LOSE_NODE_2 = f"""
+- name: Check every node before anything changes
+  ansible.builtin.import_playbook: blackwell.sglang.preflight
+
+- name: Node 2 drops off the network
+  hosts: {PREFIX}-02
+  gather_facts: false
+  tasks:
+    - name: Stop sshd and end its sessions
+      ansible.builtin.command: podman exec {PREFIX}-02 sh -c 'systemctl stop ssh.socket ssh.service; pkill -x sshd; true'
+      delegate_to: localhost
+      changed_when: false
+
+- name: Converge the nodes batch by batch
+  ansible.builtin.import_playbook: blackwell.sglang.node
+"""
+
+
+def launches(i: int) -> int:
+    return int(on_node(i, "wc -l </var/lib/sglang-standin/launches.jsonl").strip())
+
+
+def test_an_unreachable_node_stops_the_rollout(fleet):
+    """One node per batch, each batch a restart (one more launch argument for every node): node 1
+    restarts, node 2 is unreachable, and nodes 3 and 4 are never touched."""
+    playbook = fleet["work"] / "lose-node-2.yml"
+    playbook.write_text(LOSE_NODE_2)
+    units = {i: on_node(i, "sha256sum /etc/systemd/system/sglang.service") for i in (3, 4)}
+    started = {i: launches(i) for i in (1, 3, 4)}
+    try:
+        run = subprocess.run(["ansible-playbook", "-i", str(fleet["inventory"]), str(playbook),
+                              "-e", "sglang_rollout_serial=1", "-e", '{"sglang_service_extra_args": ["--log-level", "info"]}'],
+                             cwd=ROOT, env=fleet["env"], capture_output=True, text=True, check=False)
+    finally:
+        on_node(2, "systemctl start ssh.service")
+    assert run.returncode != 0, run.stdout[-5000:]
+    assert launches(1) == started[1] + 1
+    assert re.search(rf"^{node(2)}\s*: ok=\d+\s+changed=0\s+unreachable=1\s", run.stdout, re.M), run.stdout[-3000:]
+    assert (f"rollout stopped before this batch ({node(3)}) changed anything: {node(2)} became "
+            f"unreachable during the rollout") in run.stdout, run.stdout[-5000:]
+    for i in (3, 4):
+        assert on_node(i, "sha256sum /etc/systemd/system/sglang.service") == units[i], node(i)
+        assert launches(i) == started[i], node(i)
+    # Back to the lab's settings on every node.
+    back = converge(fleet)
+    assert back.returncode == 0, back.stdout[-20000:]
 
 
 def test_the_newest_release_shows_the_crash_policy_and_the_pcie_all_reduce(fleet):
