@@ -16,6 +16,10 @@ description:
     each GPU's name, UUID, compute capability, memory and PCI bus id, the driver version, the
     CUDA version the driver supports, whether the loaded kernel module is the open one, and
     how each pair of GPUs is linked (NVLink or a PCIe path, from C(nvidia-smi topo -m)).
+  - For tensor parallelism over PCIe it also reports each GPU's PCIe link (generation and
+    width, current and maximum) and persistence mode from the same C(--query-gpu) call,
+    whether each pair of GPUs can read and write peer to peer (C(nvidia-smi topo -p2p r) and
+    C(topo -p2p w)), and how the host's IOMMU treats device traffic.
   - A node without GPUs, without C(nvidia-smi), or with a driver that does not answer is a
     normal answer, not a failure. C(present) is then false and C(reason) says why.
   - A driver upgraded on disk while the old kernel module is still loaded makes NVML report
@@ -40,6 +44,23 @@ options:
       - When it does not exist, C(modinfo -F license nvidia) is asked instead.
     type: path
     default: /proc/driver/nvidia/version
+  proc_cmdline_path:
+    description:
+      - File holding the kernel command line, read for C(intel_iommu=), C(amd_iommu=),
+        C(iommu=) and C(iommu.passthrough=).
+      - Tests and labs point it at a recorded command line.
+    type: path
+    default: /proc/cmdline
+    version_added: 0.1.0
+  sys_class_iommu_path:
+    description:
+      - Directory where the kernel registers its IOMMU units (C(dmar0), C(ivhd0), ...).
+      - An empty directory means no IOMMU translates device traffic, whatever the command
+        line asks; when it cannot be read, the command line alone decides.
+      - Tests and labs point it at a directory of their own.
+    type: path
+    default: /sys/class/iommu
+    version_added: 0.1.0
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -55,6 +76,13 @@ attributes:
 notes:
   - Pair links use the legend of C(nvidia-smi topo -m)
     (C(NV<n>) bonded NVLinks; C(PIX), C(PXB), C(PHB), C(NODE), C(SYS) PCIe paths).
+  - Peer-to-peer codes use the legend of C(nvidia-smi topo -p2p) (C(OK); C(CNS) chipset, C(GNS)
+    GPU, C(TNS) topology not supported; C(NS) not supported; C(U) unknown). A driver that
+    refuses C(topo -p2p) leaves them null.
+  - The current PCIe generation drops while a GPU idles to save power; compare it with the
+    maximum under load.
+  - A kernel built to pass devices through by default, without C(iommu=pt) on its command line,
+    is reported as C(on).
   - The module sets facts only; policies such as the driver floor CUDA 13.0 needs belong in
     the roles that read them.
 seealso:
@@ -78,6 +106,13 @@ EXAMPLES = r"""
   blackwell.sglang.gpu_facts:
     nvidia_smi: /usr/local/lib/lab/nvidia-smi
     proc_driver_version_path: /usr/local/lib/lab/nvidia-version
+    proc_cmdline_path: /usr/local/lib/lab/cmdline
+    sys_class_iommu_path: /usr/local/lib/lab/iommu
+
+- name: Warn when a pair of GPUs cannot reach each other peer to peer
+  ansible.builtin.debug:
+    msg: "peer-to-peer is {{ ansible_facts.gpu.topology.p2p }} between this node's GPUs"
+  when: ansible_facts.gpu.topology.p2p not in [none, 'ok']
 
 - name: Choose the all-reduce path from the topology
   ansible.builtin.set_fact:
@@ -148,6 +183,31 @@ ansible_facts:
               description: PCI bus id.
               type: str
               sample: "00000000:17:00.0"
+            pcie_link_gen_current:
+              description: PCIe generation the link runs at now; it drops while the GPU idles. Null when not reported.
+              type: int
+              sample: 5
+              version_added: 0.1.0
+            pcie_link_gen_max:
+              description: Highest PCIe generation the GPU and its slot both support. Null when not reported.
+              type: int
+              sample: 5
+              version_added: 0.1.0
+            pcie_link_width_current:
+              description: Lanes the link runs with now. Null when not reported.
+              type: int
+              sample: 16
+              version_added: 0.1.0
+            pcie_link_width_max:
+              description: Most lanes the GPU and its slot both support. Null when not reported.
+              type: int
+              sample: 16
+              version_added: 0.1.0
+            persistence_mode:
+              description: Whether persistence mode is on; null when the GPU does not report it.
+              type: bool
+              sample: true
+              version_added: 0.1.0
         driver_version:
           description:
             - Driver version; from nvidia-smi, or from the loaded kernel module when
@@ -197,9 +257,13 @@ ansible_facts:
               description:
                 - One entry per pair of GPUs, C(gpu_a < gpu_b), with the C(topo -m) link code
                   and its type, C(nvlink), C(pcie), or C(unknown) for a code outside the legend.
+                - C(p2p_read) and C(p2p_write) hold the pair's C(topo -p2p r) and C(topo -p2p w)
+                  codes (C(OK), C(CNS), C(GNS), C(TNS), C(NS), C(U)); C(OK) only when both
+                  directions are, otherwise the code that is not. Null when the driver did not
+                  answer.
               type: list
               elements: dict
-              sample: [{"gpu_a": 0, "gpu_b": 1, "link": "NV18", "type": "nvlink"}]
+              sample: [{"gpu_a": 0, "gpu_b": 1, "link": "NV18", "type": "nvlink", "p2p_read": "OK", "p2p_write": "OK"}]
             summary:
               description:
                 - C(nvlink_all) or C(pcie_only) when every pair is linked that way, C(mixed) when
@@ -207,6 +271,26 @@ ansible_facts:
                   C(none) for no GPU or a topology nvidia-smi did not give.
               type: str
               sample: pcie_only
+            p2p:
+              description:
+                - C(ok) when every pair of GPUs reads and writes peer to peer, C(none) when no
+                  pair does either, C(partial) in between.
+                - Null for one GPU or none, or when the driver did not answer C(topo -p2p).
+              type: str
+              sample: ok
+              version_added: 0.1.0
+        iommu:
+          description:
+            - How the host's IOMMU treats device traffic, from O(proc_cmdline_path) and
+              O(sys_class_iommu_path). C(off) when no IOMMU unit is registered (or, when the
+              directory cannot be read, the command line switches it off), C(passthrough) when
+              a unit is registered and the command line asks for passthrough (C(iommu=pt),
+              C(iommu.passthrough=1)), C(on) when a unit translates.
+            - Null when neither source says anything.
+          returned: always
+          type: str
+          sample: "off"
+          version_added: 0.1.0
         nvidia_smi:
           description: The nvidia-smi executable asked; null when none was found.
           returned: always
@@ -232,11 +316,20 @@ def _read_file(path):
         return None
 
 
+def _list_dir(path):
+    try:
+        return sorted(os.listdir(path))
+    except (IOError, OSError):
+        return None
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             nvidia_smi=dict(type="path"),
             proc_driver_version_path=dict(type="path", default="/proc/driver/nvidia/version"),
+            proc_cmdline_path=dict(type="path", default="/proc/cmdline"),
+            sys_class_iommu_path=dict(type="path", default="/sys/class/iommu"),
         ),
         supports_check_mode=True,
     )
@@ -252,7 +345,9 @@ def main():
         # The parsers read nvidia-smi's English, unlocalised answers.
         return module.run_command(argv, environ_update={"LC_ALL": "C", "LANG": "C"})
 
-    facts = gather(run, _read_file, nvidia_smi, module.params["proc_driver_version_path"], modinfo)
+    facts = gather(run, _read_file, nvidia_smi, module.params["proc_driver_version_path"], modinfo,
+                   proc_cmdline_path=module.params["proc_cmdline_path"],
+                   sys_class_iommu_path=module.params["sys_class_iommu_path"], list_dir=_list_dir)
     module.exit_json(changed=False, ansible_facts={"gpu": facts})
 
 

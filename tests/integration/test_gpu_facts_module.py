@@ -7,6 +7,7 @@ returned facts, check mode and the failure for a bad path.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -14,6 +15,13 @@ import gpu_samples as samples
 from conftest import VENV_BIN, ansible_env
 
 H200 = samples.FIXTURES / "h200"
+H200X2 = samples.FIXTURES / "h200x2"
+
+
+def recording_args(recording, stand_in, iommu):
+    """Module arguments that read everything from a recording, this machine's own files not at all."""
+    return "nvidia_smi=%s proc_driver_version_path=%s proc_cmdline_path=%s sys_class_iommu_path=%s" % (
+        stand_in, recording / "proc_version.txt", recording / samples.CMDLINE_FILE, iommu)
 
 
 def gpu_facts(args="", check=False, **env):
@@ -46,7 +54,50 @@ def test_replayed_h200_gives_what_the_real_host_gave(tmp_path):
     facts = result["ansible_facts"]["gpu"]
     recorded = json.loads((H200 / "gpu_facts.adhoc.txt").read_text().partition(" => ")[2])
     expected = dict(recorded["ansible_facts"]["gpu"], nvidia_smi=str(stand_in))
-    assert facts == expected
+    # Recorded before the PCIe and IOMMU facts: compared on the keys the recording holds.
+    assert samples.recorded_part(facts, expected) == expected
+    assert facts["gpus"][0]["persistence_mode"] is True
+
+
+def test_replayed_h200x2_gives_what_the_real_host_gave(tmp_path):
+    """The recording made by this module on a 2x H200 host, replayed here: the same facts."""
+    recording = tmp_path / "h200x2"
+    shutil.copytree(H200X2, recording)
+    stand_in = recording / "nvidia-smi"
+    shutil.copy2(samples.STAND_IN, stand_in)
+    iommu = samples.iommu_dir(recording, tmp_path / "iommu")
+    rc, result = gpu_facts(recording_args(recording, stand_in, iommu))
+    assert rc == 0, result
+    recorded = json.loads((H200X2 / "gpu_facts.adhoc.txt").read_text().partition(" => ")[2])
+    assert result["ansible_facts"]["gpu"] == dict(recorded["ansible_facts"]["gpu"], nvidia_smi=str(stand_in))
+    assert result["ansible_facts"]["gpu"]["topology"]["p2p"] == "ok"
+    assert result["ansible_facts"]["gpu"]["iommu"] == "off"
+
+
+def test_field_report_box_reads_its_command_line_and_iommu_units(tmp_path):
+    recording = tmp_path / "box"
+    shutil.copytree(samples.FIXTURES / "rtx-pro-6000-x8", recording)
+    stand_in = recording / "nvidia-smi"
+    shutil.copy2(samples.STAND_IN, stand_in)
+    iommu = samples.iommu_dir(recording, tmp_path / "iommu")
+    assert sorted(p.name for p in iommu.iterdir()) == ["dmar0", "dmar1", "dmar2", "dmar3"]
+    rc, result = gpu_facts(recording_args(recording, stand_in, iommu), check=True)
+    assert rc == 0, result
+    facts = result["ansible_facts"]["gpu"]
+    assert facts["iommu"] == "passthrough"
+    assert facts["topology"]["p2p"] == "ok"
+    assert {(p["p2p_read"], p["p2p_write"]) for p in facts["topology"]["pairs"]} == {("OK", "OK")}
+    assert {(g["pcie_link_gen_current"], g["pcie_link_width_current"], g["persistence_mode"])
+            for g in facts["gpus"]} == {(5, 16, True)}
+    # Without IOMMU units the same command line is off; without either file, unknown.
+    empty = tmp_path / "no-units"
+    empty.mkdir()
+    rc, result = gpu_facts(recording_args(recording, stand_in, empty))
+    assert result["ansible_facts"]["gpu"]["iommu"] == "off"
+    rc, result = gpu_facts("nvidia_smi=%s proc_cmdline_path=%s sys_class_iommu_path=%s" % (
+        stand_in, tmp_path / "absent", tmp_path / "absent"))
+    assert rc == 0, result
+    assert result["ansible_facts"]["gpu"]["iommu"] is None
 
 
 def test_pcie_blackwell_box_in_check_mode(tmp_path):
@@ -84,8 +135,9 @@ def test_driver_library_mismatch_is_not_a_failure(tmp_path):
 
 
 def test_no_nvidia_smi_on_path(tmp_path):
-    # This machine has no NVIDIA driver; the /proc path does not exist either.
-    rc, result = gpu_facts("proc_driver_version_path=%s" % (tmp_path / "absent"))
+    # This machine has no NVIDIA driver; the /proc paths given do not exist either.
+    rc, result = gpu_facts("proc_driver_version_path=%s proc_cmdline_path=%s sys_class_iommu_path=%s" % (
+        tmp_path / "absent", tmp_path / "absent", tmp_path / "absent"))
     assert rc == 0, result
     assert result["ansible_facts"]["gpu"] == {
         "present": False,
@@ -99,7 +151,8 @@ def test_no_nvidia_smi_on_path(tmp_path):
         "driver_mismatch": False,
         "nvml_library_version": None,
         "capability_majors": [],
-        "topology": {"pairs": [], "summary": "none"},
+        "topology": {"pairs": [], "summary": "none", "p2p": None},
+        "iommu": None,
         "nvidia_smi": None,
     }
 
@@ -143,7 +196,11 @@ def test_record_script_round_trips_a_recording(tmp_path, repo_root):
     assert (out / "nvidia-smi-q.txt.rc").read_text() == "2\n"
     assert json.loads((out / "commands.json").read_text()) == {
         "nvidia-smi-q.txt": ["-q"], "nvidia-smi.txt": [], "query.csv": samples.QUERY_ARGV, "topo.txt": ["topo", "-m"],
+        "topo-p2p-r.txt": ["topo", "-p2p", "r"], "topo-p2p-w.txt": ["topo", "-p2p", "w"],
     }
+    # This machine's own kernel command line and IOMMU units, in the recording's layout.
+    assert (out / samples.CMDLINE_FILE).read_text() == open("/proc/cmdline").read()
+    assert (out / samples.IOMMU_FILE).read_text().split() == sorted(os.listdir("/sys/class/iommu"))
     for name in ("gpu_facts.adhoc.txt", "gpu_facts_check.adhoc.txt"):
         result = json.loads((out / name).read_text().partition(" => ")[2])
         facts = result["ansible_facts"]["gpu"]
@@ -151,4 +208,5 @@ def test_record_script_round_trips_a_recording(tmp_path, repo_root):
         assert facts["nvidia_smi"] == str(stand_in)
         assert facts["count"] == 8
         assert facts["topology"]["summary"] == "pcie_only"
+        assert facts["topology"]["p2p"] == "ok"
     assert "nvidia-smi on PATH: %s\n" % stand_in in (out / "host.txt").read_text()

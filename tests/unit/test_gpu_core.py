@@ -79,6 +79,11 @@ def test_rtx_pro_6000_x8_over_pcie():
         "minor": 0,
         "memory_total_mib": 97887,
         "pci_bus_id": "00000000:17:00.0",
+        "pcie_link_gen_current": 5,
+        "pcie_link_gen_max": 5,
+        "pcie_link_width_current": 16,
+        "pcie_link_width_max": 16,
+        "persistence_mode": True,
     }
     assert facts["gpus"][7]["pci_bus_id"] == "00000000:E3:00.0"
     assert facts["driver_version"] == "580.95.05"
@@ -89,15 +94,21 @@ def test_rtx_pro_6000_x8_over_pcie():
     pairs = facts["topology"]["pairs"]
     assert len(pairs) == 28
     assert {p["type"] for p in pairs} == {"pcie"}
-    assert pairs[0] == {"gpu_a": 0, "gpu_b": 1, "link": "PIX", "type": "pcie"}
-    assert {"gpu_a": 0, "gpu_b": 2, "link": "NODE", "type": "pcie"} in pairs
-    assert {"gpu_a": 3, "gpu_b": 4, "link": "SYS", "type": "pcie"} in pairs
+    ok = {"p2p_read": "OK", "p2p_write": "OK"}
+    assert pairs[0] == dict(ok, gpu_a=0, gpu_b=1, link="PIX", type="pcie")
+    assert dict(ok, gpu_a=0, gpu_b=2, link="NODE", type="pcie") in pairs
+    assert dict(ok, gpu_a=3, gpu_b=4, link="SYS", type="pcie") in pairs
     assert facts["topology"]["summary"] == "pcie_only"
+    assert facts["topology"]["p2p"] == "ok"
+    # No kernel command line or IOMMU directory was given to read.
+    assert facts["iommu"] is None
     # topo is asked because there is more than one GPU; nothing else is run.
     assert node.calls == [
         (SMI,) + tuple(samples.QUERY_ARGV),
         (SMI,),
         (SMI, "topo", "-m"),
+        (SMI, "topo", "-p2p", "r"),
+        (SMI, "topo", "-p2p", "w"),
     ]
 
 
@@ -119,13 +130,14 @@ def test_mixed_box_mixes_capabilities_and_links():
     facts, dummy = facts_for(samples.mixed_box())
     assert facts["capability_majors"] == [9, 12]
     assert [(g["major"], g["minor"]) for g in facts["gpus"]] == [(9, 0), (9, 0), (12, 0), (12, 0)]
+    ok = {"p2p_read": "OK", "p2p_write": "OK"}
     assert facts["topology"]["pairs"] == [
-        {"gpu_a": 0, "gpu_b": 1, "link": "NV12", "type": "nvlink"},
-        {"gpu_a": 0, "gpu_b": 2, "link": "SYS", "type": "pcie"},
-        {"gpu_a": 0, "gpu_b": 3, "link": "SYS", "type": "pcie"},
-        {"gpu_a": 1, "gpu_b": 2, "link": "SYS", "type": "pcie"},
-        {"gpu_a": 1, "gpu_b": 3, "link": "SYS", "type": "pcie"},
-        {"gpu_a": 2, "gpu_b": 3, "link": "PHB", "type": "pcie"},
+        dict(ok, gpu_a=0, gpu_b=1, link="NV12", type="nvlink"),
+        dict(ok, gpu_a=0, gpu_b=2, link="SYS", type="pcie"),
+        dict(ok, gpu_a=0, gpu_b=3, link="SYS", type="pcie"),
+        dict(ok, gpu_a=1, gpu_b=2, link="SYS", type="pcie"),
+        dict(ok, gpu_a=1, gpu_b=3, link="SYS", type="pcie"),
+        dict(ok, gpu_a=2, gpu_b=3, link="PHB", type="pcie"),
     ]
     assert facts["topology"]["summary"] == "mixed"
 
@@ -138,8 +150,9 @@ def test_driver_below_cuda13_floor_is_reported_as_is():
     assert facts["kernel_module_open"] is True
     # The facts carry what a floor check needs; the floor itself (580.65.06) is role policy.
     assert tuple(int(p) for p in facts["driver_version"].split(".")) < (580, 65, 6)
-    assert facts["topology"] == {"pairs": [], "summary": "single"}
+    assert facts["topology"] == {"pairs": [], "summary": "single", "p2p": None}
     assert (SMI, "topo", "-m") not in node.calls
+    assert (SMI, "topo", "-p2p", "r") not in node.calls
 
 
 def test_no_nvidia_smi_is_an_answer():
@@ -215,21 +228,33 @@ def test_topology_unreadable_gives_summary_none():
     node = FakeNode(answers)
     facts = gpu.gather(node.run, node.read, SMI, PROC)
     assert facts["present"] is True
-    assert facts["topology"] == {"pairs": [], "summary": "none"}
+    # The peer-to-peer matrices still answer for every pair.
+    assert facts["topology"] == {"pairs": [], "summary": "none", "p2p": "ok"}
 
 
 # ---- the parsers one by one -----------------------------------------------------------------
 
 def test_query_name_with_comma_and_unknown_values():
     gpus, driver = gpu.parse_query_gpu(
-        "1, Example, Model X, GPU-1, [N/A], [N/A], 00000000:02:00.0, 580.95.05\n"
-        "0, NVIDIA H200, GPU-0, 9.0, 143771, 00000000:01:00.0, 580.95.05\n"
+        "1, Example, Model X, GPU-1, [N/A], [N/A], 00000000:02:00.0, 580.95.05, [N/A], [N/A], [N/A], [N/A], [N/A]\n"
+        "0, NVIDIA H200, GPU-0, 9.0, 143771, 00000000:01:00.0, 580.95.05, 1, 5, 8, 16, Disabled\n"
     )
     assert driver == "580.95.05"
     assert [g["index"] for g in gpus] == [0, 1]
     assert gpus[1]["name"] == "Example, Model X"
     assert gpus[1]["compute_capability"] is None and gpus[1]["major"] is None
     assert gpus[1]["memory_total_mib"] is None
+    assert [gpus[1][key] for key in ("pcie_link_gen_current", "pcie_link_gen_max", "pcie_link_width_current",
+                                     "pcie_link_width_max", "persistence_mode")] == [None] * 5
+    assert [gpus[0][key] for key in ("pcie_link_gen_current", "pcie_link_gen_max", "pcie_link_width_current",
+                                     "pcie_link_width_max", "persistence_mode")] == [1, 5, 8, 16, False]
+
+
+def test_query_of_the_older_field_list_is_refused_with_the_line():
+    """Seven fields are the answer to the older --query-gpu list: too few for the current one."""
+    line = "0, NVIDIA H200, GPU-0, 9.0, 143771, 00000000:01:00.0, 580.95.05"
+    with pytest.raises(ValueError, match=re.escape("unexpected nvidia-smi query line: %r" % line)):
+        gpu.parse_query_gpu(line + "\n")
 
 
 def test_query_garbage_raises_with_the_line():
@@ -302,9 +327,11 @@ def test_recorded_h200_answers_parse():
     assert facts["driver_version"] == "580.159.04"
     assert facts["cuda_driver_version"] == "13.0"
     assert facts["kernel_module_open"] is True
-    assert facts["topology"] == {"pairs": [], "summary": "single"}
+    assert facts["topology"] == {"pairs": [], "summary": "single", "p2p": None}
+    assert (only["pcie_link_gen_current"], only["pcie_link_width_current"], only["persistence_mode"]) == (5, 16, True)
     # The single-GPU matrix parses to no pair, its affinity columns ignored.
     assert gpu.parse_topology((H200 / "topo.txt").read_text()) == []
+    assert gpu.parse_p2p((H200 / "topo-p2p-r.txt").read_text()) == {}
 
 
 def test_recorded_h200_module_answer():
@@ -331,7 +358,10 @@ def test_recorded_h200_module_answer_matches_the_core():
     }
     node = FakeNode(answers, {PROC: (H200 / "proc_version.txt").read_text()})
     facts = gpu.gather(node.run, node.read, "/usr/bin/nvidia-smi", PROC)
-    assert facts == adhoc_json(H200 / "gpu_facts.adhoc.txt")["ansible_facts"]["gpu"]
+    recorded = adhoc_json(H200 / "gpu_facts.adhoc.txt")["ansible_facts"]["gpu"]
+    # Recorded before the PCIe and IOMMU facts: those are compared in tests/unit/test_gpu_pcie.py.
+    assert "iommu" not in recorded
+    assert samples.recorded_part(facts, recorded) == recorded
 
 
 def test_committed_recordings_match_their_generator(tmp_path):

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Records a GPU host for the gpu_facts tests: nvidia-smi's raw answers, the loaded kernel
-# module's /proc text, and what `ansible localhost -m blackwell.sglang.gpu_facts` prints there
+# module's /proc text, the kernel command line and the names in /sys/class/iommu (one a line:
+# an empty directory cannot be kept in git), and what
+# `ansible localhost -m blackwell.sglang.gpu_facts` prints there
 # (with and without --check), laid out as tests/fixtures/gpu/<name>/ expects: commands.json
 # maps each answer file to the nvidia-smi arguments that printed it, so the stand-in
 # nvidia-smi can replay the recording. Run it on the GPU host from a checkout of this
@@ -14,7 +16,9 @@ mkdir -p "$dest"
 export ANSIBLE_COLLECTIONS_PATH
 ANSIBLE_COLLECTIONS_PATH=$("$root/tools/collection-path.sh")
 export ANSIBLE_NOCOLOR=1 ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false
+# The field order is gpu_facts' (plugins/module_utils/gpu.py QUERY_FIELDS).
 query=index,name,uuid,compute_cap,memory.total,pci.bus_id,driver_version
+query=$query,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,persistence_mode
 
 # record FILE COMMAND...: stdout to FILE; the exit status and stderr only when there are any.
 record() {
@@ -30,6 +34,8 @@ record query.csv nvidia-smi "--query-gpu=$query" --format=csv,noheader,nounits
 record nvidia-smi.txt nvidia-smi
 record nvidia-smi-q.txt nvidia-smi -q
 record topo.txt nvidia-smi topo -m
+record topo-p2p-r.txt nvidia-smi topo -p2p r
+record topo-p2p-w.txt nvidia-smi topo -p2p w
 cat >"$dest/commands.json" <<JSON
 {
   "nvidia-smi-q.txt": ["-q"],
@@ -38,11 +44,17 @@ cat >"$dest/commands.json" <<JSON
     "--query-gpu=$query",
     "--format=csv,noheader,nounits"
   ],
-  "topo.txt": ["topo", "-m"]
+  "topo.txt": ["topo", "-m"],
+  "topo-p2p-r.txt": ["topo", "-p2p", "r"],
+  "topo-p2p-w.txt": ["topo", "-p2p", "w"]
 }
 JSON
 if [ -r /proc/driver/nvidia/version ]; then
   cp /proc/driver/nvidia/version "$dest/proc_version.txt"
+fi
+cp /proc/cmdline "$dest/proc_cmdline.txt"
+if [ -d /sys/class/iommu ]; then
+  ls -1A /sys/class/iommu >"$dest/sys_class_iommu.txt"
 fi
 python=${RECORD_PYTHON:-$(command -v python3)}
 record gpu_facts.adhoc.txt "$python" -m ansible adhoc localhost -c local \

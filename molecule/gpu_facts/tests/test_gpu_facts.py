@@ -16,13 +16,14 @@ def test_gpu_facts_reports_no_gpu(host):
     assert facts["reason"] == "nvidia-smi was not found"
     assert facts["count"] == 0
     assert facts["nvidia_smi"] is None
-    assert facts["topology"] == {"pairs": [], "summary": "none"}
+    assert facts["topology"] == {"pairs": [], "summary": "none", "p2p": None}
 
 
 def test_stand_in_replays_the_blackwell_box(host):
     result = host.ansible(
         GPU_MODULE,
-        "nvidia_smi=/opt/gpu-facts-lab/nvidia-smi proc_driver_version_path=/opt/gpu-facts-lab/proc_version.txt",
+        "nvidia_smi=/opt/gpu-facts-lab/nvidia-smi proc_driver_version_path=/opt/gpu-facts-lab/proc_version.txt"
+        " proc_cmdline_path=/opt/gpu-facts-lab/proc_cmdline.txt sys_class_iommu_path=/opt/gpu-facts-lab/iommu",
         check=True,
     )
     facts = result["ansible_facts"]["gpu"]
@@ -31,3 +32,6 @@ def test_stand_in_replays_the_blackwell_box(host):
     assert facts["capability_majors"] == [12]
     assert facts["kernel_module_source"] == "proc"
     assert facts["topology"]["summary"] == "pcie_only"
+    assert facts["topology"]["p2p"] == "ok"
+    assert sorted(host.file("/opt/gpu-facts-lab/iommu").listdir()) == ["dmar0", "dmar1", "dmar2", "dmar3"]
+    assert facts["iommu"] == "passthrough"
