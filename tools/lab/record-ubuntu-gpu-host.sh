@@ -16,9 +16,11 @@
 #
 # OUT gets
 #   host/    the host as found: os-release, kernel, CUDA packages and links, ansible version
-#   raw/     nvidia-smi's answers kept as text for later work (p2p matrices, PCIe links,
-#            persistence), the kernel command line and the IOMMU groups; nothing parses them
-#   gpu/     tools/lab/record-gpu-host.sh's recording (gpu_facts ad hoc, nvidia-smi answers)
+#   raw/     nvidia-smi's answers (p2p matrices, PCIe links, persistence), the kernel command
+#            line and the IOMMU units, each with its exit status as the last line
+#   gpu/     tools/lab/record-gpu-host.sh's recording (gpu_facts ad hoc, nvidia-smi answers
+#            including the p2p matrices, the kernel command line and the IOMMU units, in the
+#            layout the stand-in nvidia-smi replays)
 #   runs/    one ansible-playbook run each: NAME.json (the ansible.posix.json callback's
 #            report), NAME.stderr, NAME.rc, NAME.cmd (the command line)
 #
