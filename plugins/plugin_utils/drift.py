@@ -40,7 +40,11 @@ REASON_WIDTH = 160
 # The keys of a task result the reduction reads. The callback keeps only these in the events
 # it records, so an event log holds no module output beyond what the report itself shows.
 RESULT_KEYS = ("changed", "diff", "msg", "false_condition", "skip_reason", "censored", "name",
-               "state", "enabled", "masked", "item", "_ansible_item_label", "dest")
+               "state", "enabled", "masked", "item", "_ansible_item_label", "dest", "warnings")
+
+# Warnings with this prefix are facts about the node's hardware (playbooks/preflight.yml's PCIe
+# checks): no playbook can change them, so they are notes beside the verdict, never drift.
+HARDWARE_WARNING = "hardware: "
 
 # apt's simulated transaction ("prepared" in its diff) names its plan under these headings.
 _APT_HEADINGS = (
@@ -56,11 +60,23 @@ def slim_result(res) -> dict:
     if not isinstance(res, dict):
         return {}
     out = {key: res[key] for key in RESULT_KEYS if key in res}
+    if "warnings" in out:
+        out["warnings"] = [_warning_text(w) for w in out["warnings"] or []]
     # A file module run in check mode may not echo its dest; the arguments it ran with do.
     args = (res.get("invocation") or {}).get("module_args") or {}
     if "dest" not in out and isinstance(args, dict) and isinstance(args.get("dest"), str):
         out["dest"] = args["dest"]
     return json.loads(json.dumps(out, default=str))
+
+
+def _warning_text(warning) -> str:
+    """A warning's text: ansible-core 2.19 and later keep warnings as objects with an event."""
+    event = getattr(warning, "event", None)
+    if event is not None and getattr(event, "msg", None) is not None:
+        return str(event.msg)
+    if isinstance(warning, dict) and "msg" in warning:
+        return str(warning["msg"])
+    return str(warning)
 
 
 @dataclass
@@ -350,6 +366,9 @@ class DriftCollector:
         if event.get("loop") and kind in ("ok", "skipped"):
             return
         if kind in ("ok", "item_ok"):
+            for warning in res.get("warnings") or []:
+                if str(warning).startswith(HARDWARE_WARNING):
+                    report.not_judged.append(Finding(task, action, str(warning), "", item))
             if not res.get("changed"):
                 return
             if "censored" in res:
@@ -492,12 +511,15 @@ def _rows(report: dict) -> list[tuple[str, str, str]]:
 
 
 def _not_judged_rows(report: dict) -> list[tuple[str, str, str]]:
-    tasks: dict[str, tuple[list, str]] = {}
+    # One row per task and reason: hosts share a row only where they share the reason (each
+    # node's hardware notes name its own GPUs).
+    tasks: dict[tuple[str, str], list] = {}
     for name, host in report["hosts"].items():
         for finding in host["not_judged"]:
-            hosts = tasks.setdefault(finding["label"], ([], finding["reason"]))[0]
-            hosts.append(name)
-    return [(label, _host_list(hosts), why) for label, (hosts, why) in tasks.items()]
+            hosts = tasks.setdefault((finding["label"], finding["reason"]), [])
+            if name not in hosts:
+                hosts.append(name)
+    return [(label, _host_list(hosts), why) for (label, why), hosts in tasks.items()]
 
 
 def _host_list(hosts: list) -> str:

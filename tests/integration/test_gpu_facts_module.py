@@ -2,7 +2,8 @@
 
 The stand-in replays recorded answers (tests/fixtures/gpu/stand-in/nvidia-smi), so these runs
 cover the module's own part: option handling, finding the executable, running commands, the
-returned facts, check mode and the failure for a bad path.
+returned facts, check mode and the failure for a bad path. The last part runs
+playbooks/preflight.yml on this machine against generated boxes, for sglang_preflight_pcie_policy.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import shutil
 import subprocess
 
 import gpu_samples as samples
+from ansible_collections.blackwell.sglang.plugins.module_utils import gpu
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import drift
 from conftest import VENV_BIN, ansible_env
 
 H200 = samples.FIXTURES / "h200"
@@ -210,3 +213,108 @@ def test_record_script_round_trips_a_recording(tmp_path, repo_root):
         assert facts["topology"]["summary"] == "pcie_only"
         assert facts["topology"]["p2p"] == "ok"
     assert "nvidia-smi on PATH: %s\n" % stand_in in (out / "host.txt").read_text()
+
+
+# ---- playbooks/preflight.yml: sglang_preflight_pcie_policy ----------------------------------
+
+PCIE_TASK_WARN = "Warn about PCIe links, peer-to-peer, persistence and the IOMMU"
+PCIE_TASK_FAIL = "Require PCIe links, peer-to-peer, persistence and the IOMMU fit for tensor parallelism"
+
+
+def troubled_node(tmp_path):
+    """The field report's box with every fault, as extra vars for the preflight on localhost."""
+    box = samples.rtx_pro_6000_x8_troubled()
+    recording = tmp_path / "troubled"
+    stand_in = samples.write_recording(recording, samples.box_answers(box),
+                                       samples.proc_version(box.driver, box.open_module), box=box)
+    iommu = samples.iommu_dir(recording, tmp_path / "iommu")
+    return box, {"sglang_preflight_nvidia_smi": str(stand_in),
+                 "sglang_preflight_proc_cmdline_path": str(recording / samples.CMDLINE_FILE),
+                 "sglang_preflight_sys_class_iommu_path": str(iommu)}
+
+
+def preflight(tmp_path, extra_vars, check=False, **env):
+    """Run playbooks/preflight.yml on localhost; (rc, {task name: result}, json report)."""
+    (tmp_path / "vars.json").write_text(json.dumps(dict(extra_vars, ansible_python_interpreter="/usr/bin/python3")))
+    argv = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+            "-e", "@%s" % (tmp_path / "vars.json"), "playbooks/preflight.yml"]
+    if check:
+        argv.append("--check")
+    proc = subprocess.run(argv, env=ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", **env),
+                          capture_output=True, text=True, check=False, cwd=samples.FIXTURES.parents[2])
+    # The JSON report comes first; the drift report, where enabled, prints its text after it.
+    report, dummy = json.JSONDecoder().raw_decode(proc.stdout)
+    tasks = {task["task"]["name"]: task["hosts"]["localhost"] for play in report["plays"] for task in play["tasks"]}
+    return proc.returncode, tasks, report
+
+
+def test_preflight_warns_per_finding_and_the_drift_report_notes_them(tmp_path):
+    box, extra = troubled_node(tmp_path)
+    events = tmp_path / "events.jsonl"
+    rc, tasks, report = preflight(tmp_path, extra, check=True,
+                                  ANSIBLE_CALLBACKS_ENABLED="blackwell.sglang.drift_report",
+                                  BLACKWELL_DRIFT_REPORT_EVENTS=str(events))
+    assert rc == 0, report
+    facts = tasks["Read the node's GPUs, driver and topology"]["ansible_facts"]["gpu"]
+    expected = ["hardware: " + f["message"] for f in gpu.pcie_findings(facts)]
+    assert [f["check"] for f in gpu.pcie_findings(facts)] == ["p2p", "link", "persistence", "iommu"]
+    warn = tasks[PCIE_TASK_WARN]
+    assert warn["msg"] == "Found for tensor parallelism over PCIe (each in a warning above): p2p, link, persistence, iommu"
+    assert [w if isinstance(w, str) else w["msg"] for w in warn["warnings"]] == expected
+    assert tasks[PCIE_TASK_FAIL]["skipped"] is True
+    assert report["stats"]["localhost"]["changed"] == 0
+    # The drift report, from the same run: four hardware notes on the warning task, no drift.
+    verdict = drift.replay(json.loads(line) for line in events.read_text().splitlines())
+    host = verdict["hosts"]["localhost"]
+    assert host["status"] == "ok" and host["drift"] == []
+    assert [(n["task"], n["reason"]) for n in host["not_judged"]] == [(PCIE_TASK_WARN, w) for w in expected]
+    assert verdict["summary"]["exit_code"] == 0
+
+
+def test_preflight_fail_policy_stops_with_every_finding(tmp_path):
+    box, extra = troubled_node(tmp_path)
+    rc, tasks, report = preflight(tmp_path, dict(extra, sglang_preflight_pcie_policy="fail", sglang_service_tp_size=4))
+    assert rc == 2
+    failed = tasks[PCIE_TASK_FAIL]
+    assert failed["failed"] is True
+    # TP 4 spans GPU0-GPU3, where only the IOMMU is at fault.
+    assert failed["msg"] == (
+        "preflight: localhost is not ready for tensor parallelism over PCIe (sglang_preflight_pcie_policy: fail): "
+        "GPU0 to GPU3: the IOMMU translates device traffic (not passthrough) and the GPUs talk over PCIe only, "
+        "so peer-to-peer traffic of tensor parallelism (TP 4: GPU0 to GPU3) is redirected through the root "
+        "complex: NCCL hangs or falls back to system memory. Fix: add iommu=pt to the kernel command line "
+        "(with intel_iommu=on or amd_iommu=on where the IOMMU is needed) and reboot, or turn the IOMMU and "
+        "PCIe ACS off in the BIOS. Nothing has been changed on any node."
+    )
+    assert tasks[PCIE_TASK_WARN]["skipped"] is True
+
+
+def test_preflight_ignore_policy_and_a_clean_box_say_nothing(tmp_path):
+    box, extra = troubled_node(tmp_path)
+    rc, tasks, report = preflight(tmp_path, dict(extra, sglang_preflight_pcie_policy="ignore"))
+    assert rc == 0, report
+    assert tasks[PCIE_TASK_WARN]["skipped"] is True and tasks[PCIE_TASK_FAIL]["skipped"] is True
+    assert "warnings" not in tasks[PCIE_TASK_WARN]
+    # The healthy box under fail: nothing found, nothing fails.
+    clean = samples.rtx_pro_6000_x8()
+    recording = tmp_path / "clean"
+    stand_in = samples.write_recording(recording, samples.box_answers(clean),
+                                       samples.proc_version(clean.driver, clean.open_module), box=clean)
+    rc, tasks, report = preflight(tmp_path, dict(extra, sglang_preflight_nvidia_smi=str(stand_in),
+                                                 sglang_preflight_sys_class_iommu_path=str(samples.iommu_dir(
+                                                     recording, tmp_path / "clean-iommu")),
+                                                 sglang_preflight_proc_cmdline_path=str(recording / samples.CMDLINE_FILE),
+                                                 sglang_preflight_pcie_policy="fail"))
+    assert rc == 0, report
+    assert tasks[PCIE_TASK_FAIL]["msg"] == "All assertions passed"
+    assert tasks[PCIE_TASK_WARN]["skipped"] is True
+
+
+def test_preflight_refuses_an_unknown_policy_before_reading_anything(tmp_path):
+    box, extra = troubled_node(tmp_path)
+    rc, tasks, report = preflight(tmp_path, dict(extra, sglang_preflight_pcie_policy="loud"))
+    assert rc == 2
+    assert tasks["Require a known PCIe policy"]["msg"] == (
+        "preflight: sglang_preflight_pcie_policy must be warn, fail or ignore, got 'loud'. "
+        "Nothing has been changed on any node.")
+    assert "Read the node's GPUs, driver and topology" not in tasks

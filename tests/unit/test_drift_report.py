@@ -164,6 +164,61 @@ def test_check_mode_skips_are_not_judged_and_ordinary_skips_are_ignored():
     assert report["summary"]["exit_code"] == drift.EXIT_CLEAN
 
 
+HW_TASK = "Warn about PCIe links, peer-to-peer, persistence and the IOMMU"
+
+
+def test_hardware_warnings_are_notes_never_drift():
+    """The preflight's PCIe findings arrive as task warnings prefixed "hardware: "; other
+    warnings are not the report's business."""
+    h1 = ["hardware: GPU6, GPU7: persistence mode is off", "hardware: GPU5 Gen4 x8 of Gen5 x16"]
+    h2 = ["hardware: GPU6, GPU7: persistence mode is off"]
+    report = drift.replay([
+        start(), play(hosts=("h1", "h2", "h3")),
+        result("ok", "h1", HW_TASK, {"changed": False, "msg": "found", "warnings": h1 + ["Module did not set no_log"]},
+               action="ansible.builtin.debug"),
+        result("ok", "h2", HW_TASK, {"changed": False, "msg": "found", "warnings": h2}, action="ansible.builtin.debug"),
+        result("skipped", "h3", HW_TASK, {"false_condition": "__sglang_preflight_pcie_findings | length > 0"}),
+        stats("h1", "h2", "h3"),
+    ])
+    assert pairs(report, "h1", "not_judged") == [(HW_TASK, h1[0]), (HW_TASK, h1[1])]
+    assert pairs(report, "h2", "not_judged") == [(HW_TASK, h2[0])]
+    assert pairs(report, "h3", "not_judged") == []
+    assert [report["hosts"][h]["status"] for h in ("h1", "h2", "h3")] == ["ok", "ok", "ok"]
+    assert report["summary"]["drifted_hosts"] == 0
+    assert report["summary"]["exit_code"] == drift.EXIT_CLEAN
+    # Hosts share a row only where they share the note: each row names its own GPUs.
+    assert drift.render_text(report).splitlines()[:6] == [
+        "No drift.",
+        "",
+        "Not judged in check mode:",
+        "TASK                                                            HOSTS   WHY",
+        f"{HW_TASK}  h1, h2  hardware: GPU6, GPU7: persistence mode is off",
+        f"{HW_TASK}  h1      hardware: GPU5 Gen4 x8 of Gen5 x16",
+    ]
+    markdown = drift.render_markdown(report)
+    assert f"| {HW_TASK} | h1, h2 | hardware: GPU6, GPU7: persistence mode is off |" in markdown
+    assert f"| {HW_TASK} | h1 | hardware: GPU5 Gen4 x8 of Gen5 x16 |" in markdown
+
+
+class _Event:
+    def __init__(self, msg):
+        self.msg = msg
+
+
+class _Warning:
+    """Shaped like ansible-core 2.19's WarningSummary: the text sits in its event."""
+
+    def __init__(self, msg):
+        self.event = _Event(msg)
+
+
+def test_slim_result_keeps_warnings_as_text():
+    slim = drift.slim_result({"changed": False, "stdout": "x",
+                              "warnings": [_Warning("hardware: GPU0: persistence mode is off"), "plain",
+                                           {"msg": "as a dict"}]})
+    assert slim == {"changed": False, "warnings": ["hardware: GPU0: persistence mode is off", "plain", "as a dict"]}
+
+
 def test_failed_host_exits_two_and_an_ignored_failure_is_not_judged():
     report = drift.replay([
         start(), play(hosts=("h1", "h2")),

@@ -345,6 +345,11 @@ def test_ubuntu_h200x2_recording_parses_its_p2p_pcie_and_iommu():
     pcie = [line.split(", ") for line in (host / "raw" / "query-pcie.csv").read_text().splitlines()[:-1]]
     combined = [line.split(", ") for line in (host / "gpu" / "query.csv").read_text().splitlines()]
     assert [row[:1] + row[5:6] + row[7:] for row in combined] == pcie
+    # The combined list asked on a later VM of the same kind: only the UUIDs differ.
+    full = [line.split(", ") for line in (host / "raw" / "query-full.csv").read_text().splitlines()]
+    assert full[-1] == ["exit status: 0"]
+    assert [row[:2] + row[3:] for row in full[:-1]] == [row[:2] + row[3:] for row in combined]
+    assert [row[2] for row in full[:-1]] != [row[2] for row in combined]
 
 
 def test_single_h200_has_no_pairs_and_its_own_iommu():
