@@ -16,6 +16,8 @@ from ansible_collections.blackwell.sglang.plugins.module_utils import nccl
 
 HOST = Path(__file__).resolve().parent.parent / "fixtures" / "nccl" / "ubuntu2404-h200x2"
 SIZES = [65536, 1048576, 16777216, 268435456]
+
+
 def recorded_report():
     return nccl.parse_report((HOST / "direct.stdout").read_text())
 
