@@ -1,6 +1,7 @@
 """Rolling restarts through site.yml on three lab nodes (batches of one): batches go one after
 another, each gated on health, and a node that fails its gate stops the rollout while the
-others keep serving."""
+others keep serving. An engine that crashes until systemd gives up ends the gate at once,
+whatever its timeout, with the engine's last journal lines."""
 from __future__ import annotations
 
 import json
@@ -44,10 +45,13 @@ def test_a_node_failing_its_health_gate_stops_the_rollout_and_the_others_keep_se
         extra_vars={"sglang_service_extra_args": ["--log-level", "info"], "sglang_service_health_timeout": 6},
     )
     assert proc.returncode == 2, proc.stdout[-5000:]
-    assert failure_message(proc, "rollout-node2") == (
+    message = failure_message(proc, "rollout-node2")
+    head, _, journal = message.partition(" Last lines of its journal: ")
+    assert head == (
         "sglang_service: sglang.service on rollout-node2 did not become healthy within 6s "
-        "(/health: 503); the rollout stops here. See journalctl -u sglang.service on that node."
+        "(/health: 503); the rollout stops here."
     )
+    assert "Started sglang.service" in journal, message
 
     # Batch 1 rolled forward and serves the new arguments.
     node1 = records(hosts["rollout-node1"], LAUNCHES)
@@ -63,3 +67,34 @@ def test_a_node_failing_its_health_gate_stops_the_rollout_and_the_others_keep_se
     for name in ("rollout-node1", "rollout-node3"):
         assert hosts[name].run("systemctl is-active sglang.service").stdout.strip() == "active"
         assert hosts[name].run("python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/health').status)\"").stdout.strip() == "200"
+
+
+def test_a_unit_that_systemd_gave_up_on_ends_the_gate_at_once():
+    """The stand-in exits at every start: after StartLimitBurst (3) starts the unit is `failed`.
+    The gate's timeout is an hour, so a message saying the unit failed is the gate ending on
+    the unit's state, not on its timeout."""
+    hosts = _hosts()
+    node1 = hosts["rollout-node1"]
+    node1.check_output("echo %s > /etc/sglang-standin/config.json", json.dumps({"mode": "exit"}))
+    before = len(records(node1, LAUNCHES))
+    try:
+        proc = run_playbook(
+            CONVERGE, SKIP, "--limit=rollout-node1",
+            extra_vars={"sglang_service_extra_args": ["--log-level", "debug"], "sglang_service_health_timeout": 3600,
+                        "sglang_service_restart_sec": 1},
+        )
+    finally:
+        node1.check_output("echo %s > /etc/sglang-standin/config.json", json.dumps({"mode": "serve", "health_delay": 1.0}))
+    assert proc.returncode == 2, proc.stdout[-5000:]
+    message = failure_message(proc, "rollout-node1")
+    head, _, journal = message.partition(" Last lines of its journal: ")
+    assert head == (
+        "sglang_service: sglang.service on rollout-node1 failed (systemd gave up restarting it: failed/failed) "
+        "(/health: no answer); the rollout stops here."
+    ), message
+    assert "sglang.service: Start request repeated too quickly." in journal, message
+    assert len(records(node1, LAUNCHES)) == before + 3
+    # The next converge, with the engine fixed, brings it back.
+    repaired = run_playbook(CONVERGE, SKIP, "--limit=rollout-node1")
+    assert repaired.returncode == 0, repaired.stdout[-5000:]
+    assert node1.run("systemctl is-active sglang.service").stdout.strip() == "active"
