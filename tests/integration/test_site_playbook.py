@@ -44,7 +44,7 @@ def test_site_playbook_lists_the_roles_in_rollout_order(tmp_path):
         role = line.split(" : ", 1)[0].split(".")[-1]
         if role not in order:
             order.append(role)
-    assert order == ["cuda13", "sglang_install", "sglang_sm120_patch", "sglang_service"]
+    assert order == ["cuda13", "sglang_install", "sglang_sm120_patch", "sglang_model", "sglang_service"]
 
 
 def test_inventory_example_sets_only_documented_role_variables():

@@ -1,0 +1,199 @@
+"""The sglang_model role through ansible-playbook on localhost, in its mounted-path mode.
+
+The hub cannot be reached from here and no stand-in hub is run, so the download path is not
+exercised; these tests stage models from a directory laid out like a Hugging Face snapshot, with
+real safetensors shards written by tests/model_snapshot.py: link and copy, a second run with 0
+changed, check mode reporting drift (the missing files counted) and changing nothing, sources
+that cannot be staged refused before anything changes, and bad settings refused.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import model_snapshot
+from conftest import VENV_BIN, ansible_env
+
+pytestmark = pytest.mark.slow
+
+ROLE = "blackwell.sglang.sglang_model : "
+
+
+def run_role(tmp_path: Path, *args: str, expect_rc: int = 0, **role_vars):
+    play = [{
+        "name": "Stage the model",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "vars": {"sglang_model_user": "nobody", "sglang_model_group": "nogroup", **role_vars},
+        "roles": [{"role": "blackwell.sglang.sglang_model"}],
+        "post_tasks": [{"name": "Show the staged path", "ansible.builtin.debug": {
+            "msg": "{{ sglang_model_staged_path | default('unset') }}"}}],
+    }]
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(json.dumps(play), encoding="utf-8")
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    proc = subprocess.run(
+        [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook),
+         "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}", *args],
+        env=env, capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == expect_rc, proc.stdout[-20000:] + proc.stderr[-5000:]
+    report = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{"):])[0]
+    return [(t["task"]["name"], t["hosts"]["localhost"]) for p in report["plays"] for t in p["tasks"]]
+
+
+def changed(tasks):
+    return [name.removeprefix(ROLE) for name, result in tasks if result.get("changed")]
+
+
+def failures(tasks):
+    return [result["msg"] for _name, result in tasks if result.get("failed")]
+
+
+def result(tasks, name):
+    found = [res for task, res in tasks if task.removeprefix(ROLE) == name]
+    assert len(found) == 1, [task for task, _res in tasks]
+    return found[0]
+
+
+def tree(root: Path) -> dict:
+    """Every path under ROOT with its type, mode, owner and content or link target."""
+    out = {}
+    for path in sorted([root, *root.rglob("*")]):
+        st = path.lstat()
+        key = str(path.relative_to(root))
+        if path.is_symlink():
+            out[key] = ("link", str(path.readlink()))
+        elif path.is_dir():
+            out[key] = ("dir", oct(st.st_mode), st.st_uid)
+        else:
+            out[key] = ("file", oct(st.st_mode), st.st_uid, path.read_bytes())
+    return out
+
+
+@pytest.fixture()
+def source(tmp_path):
+    root = tmp_path / "shared" / "tiny-model"
+    expected = model_snapshot.make_model(root, shards=3)
+    return root, expected
+
+
+def test_link_mode_links_checks_and_is_idempotent(tmp_path, source):
+    src, _expected = source
+    dest = tmp_path / "models" / "tiny-model"
+    settings = {"sglang_model_source_path": str(src), "sglang_model_models_dir": str(tmp_path / "models")}
+
+    check = run_role(tmp_path, "--check", **settings)
+    assert result(check, "Report the staged model as missing or incomplete")["msg"] == (
+        f"sglang_model: not staged: {dest} does not exist: 5 of 5 expected files missing"
+    )
+    assert "Link the model to its source" in changed(check)
+    assert not (tmp_path / "models").exists()
+
+    first = run_role(tmp_path, **settings)
+    assert changed(first) == ["Create the models directory", "Link the model to its source"]
+    assert dest.is_symlink() and dest.readlink() == src
+    assert result(first, "Show the staged path")["msg"] == str(dest)
+
+    again = run_role(tmp_path, **settings)
+    assert changed(again) == []
+    assert changed(run_role(tmp_path, "--check", **settings)) == []
+
+
+def test_copy_mode_copies_reports_a_missing_shard_and_restores_it(tmp_path, source):
+    src, expected = source
+    dest = tmp_path / "models" / "copy"
+    settings = {"sglang_model_source_path": str(src) + "/", "sglang_model_source_mode": "copy",
+                "sglang_model_dest": str(dest)}
+    first = run_role(tmp_path, **settings)
+    assert changed(first) == ["Create the models directory", "Copy the model from its source"]
+    for name in expected + ["tokenizer.json"]:
+        assert (dest / name).read_bytes() == (src / name).read_bytes()
+        assert (dest / name).stat().st_uid == 65534  # nobody
+    assert changed(run_role(tmp_path, **settings)) == []
+
+    (dest / "model-00002-of-00003.safetensors").unlink()
+    before = tree(tmp_path / "models")
+    check = run_role(tmp_path, "--check", **settings)
+    assert result(check, "Report the staged model as missing or incomplete")["msg"] == (
+        f"sglang_model: not staged: {dest}: 1 of 5 expected files missing (model-00002-of-00003.safetensors)"
+    )
+    assert tree(tmp_path / "models") == before
+
+    fixed = run_role(tmp_path, **settings)
+    assert changed(fixed) == ["Copy the model from its source"]
+    assert (dest / "model-00002-of-00003.safetensors").read_bytes() == (
+        src / "model-00002-of-00003.safetensors").read_bytes()
+    assert changed(run_role(tmp_path, **settings)) == []
+
+
+def test_a_cut_copy_is_incomplete_and_copied_again(tmp_path, source):
+    src, _expected = source
+    dest = tmp_path / "models" / "copy"
+    settings = {"sglang_model_source_path": str(src), "sglang_model_source_mode": "copy",
+                "sglang_model_dest": str(dest)}
+    run_role(tmp_path, **settings)
+    shard = dest / "model-00001-of-00003.safetensors"
+    whole = shard.read_bytes()
+    shard.write_bytes(whole[:-4])
+    check = run_role(tmp_path, "--check", **settings)
+    assert result(check, "Report the staged model as missing or incomplete")["msg"] == (
+        f"sglang_model: not staged: {dest}: 1 incomplete (model-00001-of-00003.safetensors: "
+        f"{len(whole) - 4} bytes, the header says {len(whole)})"
+    )
+    assert changed(run_role(tmp_path, **settings)) == ["Copy the model from its source"]
+    assert shard.read_bytes() == whole
+
+
+@pytest.mark.parametrize("mode", ["link", "copy"])
+@pytest.mark.parametrize("check", [False, True])
+def test_a_source_that_cannot_be_staged_is_refused_with_nothing_changed(tmp_path, source, mode, check):
+    src, _expected = source
+    (src / "model-00003-of-00003.safetensors").unlink()
+    settings = {"sglang_model_source_path": str(src), "sglang_model_source_mode": mode,
+                "sglang_model_models_dir": str(tmp_path / "models")}
+    tasks = run_role(tmp_path, *(["--check"] if check else []), expect_rc=2, **settings)
+    assert failures(tasks) == [
+        f"sglang_model: the model cannot be staged from {src}: {src}: 1 of 5 expected files missing "
+        "(model-00003-of-00003.safetensors). Nothing was changed."
+    ]
+    assert changed(tasks) == []
+    assert not (tmp_path / "models").exists()
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({}, 'sglang_model: set exactly one of sglang_model_repo_id and sglang_model_source_path '
+             '(repo_id "", source_path ""). Nothing was changed.'),
+        ({"sglang_model_repo_id": "org/m", "sglang_model_source_path": "/mnt/m"},
+         'sglang_model: set exactly one of sglang_model_repo_id and sglang_model_source_path '
+         '(repo_id "org/m", source_path "/mnt/m"). Nothing was changed.'),
+        ({"sglang_model_source_path": "models/m"},
+         'sglang_model: sglang_model_source_path and sglang_model_dest must be absolute paths '
+         '("models/m", ""). Nothing was changed.'),
+    ],
+)
+def test_bad_settings_are_refused(tmp_path, settings, message):
+    tasks = run_role(tmp_path, expect_rc=2, **settings)
+    assert failures(tasks) == [message]
+
+
+def test_hub_mode_check_reports_a_model_missing_from_the_cache(tmp_path):
+    cache = tmp_path / "hub"
+    settings = {"sglang_model_repo_id": "org/tiny", "sglang_model_revision": "main",
+                "sglang_model_hf_cache": str(cache)}
+    check = run_role(tmp_path, "--check", **settings)
+    assert result(check, "Report the model as missing or incomplete")["msg"] == (
+        f"sglang_model: not staged: org/tiny at main is not in the cache {cache}"
+    )
+    assert not cache.exists()
+    # A snapshot already complete in the cache needs no download (and no hub).
+    snapshot = model_snapshot.make_hub_cache(cache, "org/tiny", "ab" * 20)
+    again = run_role(tmp_path, **settings)
+    assert changed(again) == []
+    assert result(again, "Show the staged path")["msg"] == str(snapshot)
