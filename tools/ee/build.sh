@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Builds the execution environment that execution-environment.yml defines, from this checkout,
+# with podman and without a registry or Galaxy, and prints the image reference on its last line.
+#
+#   tools/ee/build.sh        # e.g. localhost/blackwell-sglang-ee:3f2a9c01d4e7
+#
+# Inputs: the lab's base image (tools/lab/build-image.sh), this collection as a tarball from
+# `ansible-galaxy collection build`, community.general as the `ansible` package in the test
+# venv bundles it (the copy the collection is tested with), and a wheelhouse of
+# tools/ee/wheels.txt downloaded with the venv's pip (the host's Python is Debian 12's 3.11, the
+# image's too). The build itself runs with no network: apt reads the lab's mirror, pip the
+# wheelhouse, ansible-galaxy installs offline.
+#
+# The tag is a hash of every input: the base image reference, the EE definition, this script,
+# the wheel list, the tarball's file checksums (FILES.json) and community.general's manifest.
+# An unchanged checkout reuses its image; any change to what the EE holds builds a new one.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+venv=${BLACKWELL_VENV:-$root/.venv}
+cache=${BLACKWELL_CACHE:-$root/.cache}/ee
+name=localhost/blackwell-sglang-ee
+
+log() { printf 'ee: %s\n' "$*" >&2; }
+
+[ -x "$venv/bin/ansible-builder" ] || {
+  echo "ee: $venv/bin/ansible-builder not found (run tools/bootstrap.sh)" >&2
+  exit 1
+}
+built=$("$root/tools/lab/build-image.sh")
+base=$(tail -n 1 <<<"$built")
+mirror=$(tail -n 2 <<<"$built" | head -n 1)
+
+work=$(mktemp -d /var/tmp/blackwell-ee.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+stage=$work/definition
+mkdir -p "$stage/collections/ansible_collections/community" "$work/dist"
+cp "$root/execution-environment.yml" "$stage/"
+
+# The collection as users get it: build_ignore in galaxy.yml keeps the tree's caches out.
+"$venv/bin/ansible-galaxy" collection build "$root" --output-path "$work/dist" >/dev/null
+mv "$work"/dist/blackwell-sglang-*.tar.gz "$stage/collections/blackwell-sglang.tar.gz"
+bundle=$(compgen -G "$venv/lib/python3*/site-packages/ansible_collections/community/general" | head -n 1) || {
+  echo "ee: no community.general bundled in $venv (run tools/bootstrap.sh)" >&2
+  exit 1
+}
+# Its compiled bytecode belongs to the venv's Python, not to the image.
+tar -C "$(dirname "$bundle")" --exclude=__pycache__ -c general |
+  tar -C "$stage/collections/ansible_collections/community" -x
+
+tag=$(
+  {
+    echo "$base"
+    cat "$root/execution-environment.yml" "$here/build.sh" "$here/wheels.txt"
+    tar -xzf "$stage/collections/blackwell-sglang.tar.gz" -O MANIFEST.json FILES.json
+    cat "$bundle/MANIFEST.json"
+    "$venv/bin/ansible-builder" --version
+  } | sha256sum | cut -c1-12
+)
+image=$name:$tag
+if podman image exists "$image"; then
+  log "reusing $image"
+  echo "$image"
+  exit 0
+fi
+
+wheels=$cache/wheels-$(sha256sum "$here/wheels.txt" | cut -c1-12)
+if [ ! -d "$wheels" ]; then
+  log "downloading the wheelhouse (tools/ee/wheels.txt)"
+  rm -rf "$wheels.new"
+  "$venv/bin/python" -m pip download -q --disable-pip-version-check --only-binary=:all: \
+    -d "$wheels.new" -r "$here/wheels.txt"
+  mv "$wheels.new" "$wheels"
+fi
+
+log "building $image from $base"
+"$venv/bin/ansible-builder" create -f "$stage/execution-environment.yml" -c "$work/context" \
+  --output-filename Containerfile >"$work/create.log" 2>&1 || {
+  cat "$work/create.log" >&2
+  exit 1
+}
+# runc and lowered rlimits: the only combination Debian's podman 4.3 accepts here.
+podman build --network none --ulimit nofile=1024:1024 --ulimit nproc=4096:4096 \
+  --build-arg "EE_BASE_IMAGE=$base" \
+  -v "$wheels:/opt/ee-wheels:ro" -v "$mirror:/srv/debian-mirror:ro" \
+  -f "$work/context/Containerfile" -t "$image" "$work/context" >"$work/build.log" 2>&1 || {
+  tail -n 60 "$work/build.log" >&2
+  exit 1
+}
+echo "$image"
