@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Downloads a model into a Hugging Face hub cache as the given account, with the venv's own
 # huggingface_hub; run as root by the sglang_model role (ansible.builtin.script).
 #   hf_download.py USER REPO_ID REVISION CACHE_DIR ALLOW_PATTERNS_JSON
