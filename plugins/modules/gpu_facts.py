@@ -109,7 +109,7 @@ EXAMPLES = r"""
     proc_cmdline_path: /usr/local/lib/lab/cmdline
     sys_class_iommu_path: /usr/local/lib/lab/iommu
 
-- name: Warn when a pair of GPUs cannot reach each other peer to peer
+- name: Report when some pairs of GPUs cannot reach each other peer to peer
   ansible.builtin.debug:
     msg: "peer-to-peer is {{ ansible_facts.gpu.topology.p2p }} between this node's GPUs"
   when: ansible_facts.gpu.topology.p2p not in [none, 'ok']

@@ -295,10 +295,11 @@ def test_iommu_mode(cmdline, units, expected):
 
 
 def test_iommu_without_paths_is_unknown():
-    facts, dummy = gather_box(samples.rtx_pro_6000_x8())
     node = Node(samples.box_answers(samples.rtx_pro_6000_x8()))
     assert gpu.gather(node.run, node.files.get, SMI, PROC)["iommu"] is None
-    assert facts["iommu"] == "passthrough"
+    # A missing command line file with units registered: on, since nothing asks for passthrough.
+    assert gpu.gather(node.run, node.files.get, SMI, PROC, proc_cmdline_path=CMDLINE,
+                      sys_class_iommu_path=IOMMU, list_dir=lambda path: ["dmar0"])["iommu"] == "on"
 
 
 # ---- real H200 recordings ----------------------------------------------------------------------
