@@ -59,8 +59,8 @@ PLANTED = (
 DEVELOPMENT_ONLY = ("galaxy.yml", ".gitignore", ".gitattributes", ".ci/")
 TOP_LEVEL = sorted([
     ".ansible-lint", "FILES.json", "MANIFEST.json", "Makefile", "README.md", "ansible.cfg",
-    "benchmarks", "changelogs", "inventories", "meta", "molecule", "playbooks", "plugins",
-    "pytest.ini", "roles", "site.yml", "tests", "tools",
+    "benchmarks", "changelogs", "execution-environment.yml", "inventories", "meta", "molecule",
+    "playbooks", "plugins", "pytest.ini", "roles", "site.yml", "tests", "tools",
 ])
 
 RECAP = re.compile(
