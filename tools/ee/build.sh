@@ -80,11 +80,18 @@ log "building $image from $base"
   exit 1
 }
 # runc and lowered rlimits: the only combination Debian's podman 4.3 accepts here.
-podman build --network none --ulimit nofile=1024:1024 --ulimit nproc=4096:4096 \
-  --build-arg "EE_BASE_IMAGE=$base" \
+checkout=$(printf '%s' "$root" | sha256sum | cut -c1-12)
+podman build --layers=false --network none --ulimit nofile=1024:1024 --ulimit nproc=4096:4096 \
+  --build-arg "EE_BASE_IMAGE=$base" --label "blackwell.sglang.ee.checkout=$checkout" \
   -v "$wheels:/opt/ee-wheels:ro" -v "$mirror:/srv/debian-mirror:ro" \
   -f "$work/context/Containerfile" -t "$image" "$work/context" >"$work/build.log" 2>&1 || {
   tail -n 60 "$work/build.log" >&2
   exit 1
 }
+# Every change to the tree makes a new image: keep only this checkout's newest. One that a
+# container still uses stays (podman refuses), and goes with a later build.
+podman images --filter "label=blackwell.sglang.ee.checkout=$checkout" --format '{{.Repository}}:{{.Tag}}' |
+  while read -r old; do
+    [ "$old" = "$image" ] || podman rmi "$old" >/dev/null 2>&1 || true
+  done
 echo "$image"
