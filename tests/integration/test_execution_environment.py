@@ -132,7 +132,7 @@ def ee_lab(tmp_path_factory):
 def lab_mounts(lab: dict) -> list:
     """Host paths the EE needs from the lab, read-only at the same paths: the SSH key the
     inventory names, the lab's group_vars, and the lab's CUDA repository (its signing key's
-    fingerprint is read on the controller). Neither holds an Ansible installation or collection."""
+    fingerprint is read on the controller). None of them holds an Ansible installation or collection."""
     return [f"{path}:{path}:ro" for path in (lab["state"], ROOT / "inventories" / "lab", CACHE / "lab")]
 
 
@@ -144,10 +144,10 @@ def isolation_args(lab: dict) -> list:
     return args + [f"--container-option={option}" for option in CONTAINER_OPTIONS]
 
 
-def runner_site(lab: dict, cmdline: str = "-vv") -> subprocess.CompletedProcess:
+def runner_site(lab: dict) -> subprocess.CompletedProcess:
     return subprocess.run(
         [str(VENV_BIN / "ansible-runner"), "run", str(lab["private"]), "-p", "blackwell.sglang.site",
-         f"--cmdline={cmdline}", *isolation_args(lab)],
+         "--cmdline=-vv", *isolation_args(lab)],
         cwd=lab["private"], env=without_host_ansible(), capture_output=True, text=True, check=False)
 
 
