@@ -63,7 +63,11 @@ def run_check(playbook: Path, inventories: list, limit: str | None, extra_vars: 
     private = tempfile.mkdtemp(prefix="drift-report.")
     report_path = Path(private) / "drift-report.json"
     enabled = [c for c in os.environ.get("ANSIBLE_CALLBACKS_ENABLED", "").split(",") if c.strip()]
-    envvars = {k: v for k, v in os.environ.items() if k.startswith("ANSIBLE_")}
+    # ansible-runner brings its own stdout callback (awx_display) and the path to it; copies of
+    # an outer runner's (this CLI run by ansible-navigator exec, or by ansible-runner itself)
+    # point at another runner's copy and break this one.
+    envvars = {k: v for k, v in os.environ.items()
+               if k.startswith("ANSIBLE_") and k not in ("ANSIBLE_STDOUT_CALLBACK", "ANSIBLE_CALLBACK_PLUGINS")}
     envvars.update(
         ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
         ANSIBLE_CALLBACKS_ENABLED=",".join([*enabled, CALLBACK] if CALLBACK not in enabled else enabled),
