@@ -17,7 +17,10 @@ python=${BLACKWELL_PYTHON:-python3}
 # which ships the PCIe all-reduce (the lab's LAB_SGLANG_VERSION=0.5.23).
 packages=(sglang==0.5.8 sglang==0.5.18 sglang==0.5.23 uv==0.13.9)
 
-mkdir -p "$dest"
+# Whatever lies here is installed on the nodes as root: only a directory the caller alone controls.
+# shellcheck source=tools/lab/owned-dir.sh
+. "$root/tools/lab/owned-dir.sh"
+owned_dir "$dest"
 for spec in "${packages[@]}"; do
   name=${spec%%==*}
   version=${spec#*==}

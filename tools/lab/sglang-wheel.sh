@@ -11,12 +11,15 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 dest=${BLACKWELL_CACHE:-$root/.cache}/wheels
 python=${BLACKWELL_VENV:-$root/.venv}/bin/python
 [ -x "$python" ] || python=python3
+# The wheels here are unpacked and installed by the tests and the lab, often as root.
+# shellcheck source=tools/lab/owned-dir.sh
+. "$root/tools/lab/owned-dir.sh"
+owned_dir "$dest"
 find_wheel() {
   find "$dest" -maxdepth 1 -name "sglang-$version-*.whl" \( -name '*-py3-none-any.whl' -o -name '*-cp311-*manylinux*x86_64.whl' \) 2>/dev/null | sort | head -n 1 || true
 }
 wheel=$(find_wheel)
 if [ -z "$wheel" ]; then
-  mkdir -p "$dest"
   "$python" -m pip download --quiet --no-deps --only-binary=:all: \
     --python-version 3.11 --implementation cp --abi cp311 --platform manylinux_2_34_x86_64 \
     --dest "$dest" "sglang==$version" >&2
