@@ -12,6 +12,7 @@ from labtools import HEALTHY, LAUNCHES, failure_message, lab_host, records, reca
 CONVERGE = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml"
 UNIT = "/etc/systemd/system/sglang.service"
 ENV_FILE = "/etc/sglang/sglang.env"
+LAUNCHER = "/usr/local/lib/blackwell-sglang/sglang_launch.py"
 HF_TOKEN = "hf_labSECRETtoken5d1f"
 API_KEY = "sk-labSECRETkey93ab"
 SECRETS = (HF_TOKEN, API_KEY)
@@ -65,6 +66,7 @@ def _state(host):
     return (
         host.file(UNIT).sha256sum, host.file(UNIT).mtime,
         host.file(ENV_FILE).sha256sum, host.file(ENV_FILE).mtime,
+        host.file(LAUNCHER).sha256sum, host.file(LAUNCHER).mtime,
         len(records(host, LAUNCHES)),
     )
 
@@ -141,8 +143,9 @@ def test_secrets_only_in_the_environment_file(node):
     cat = host.check_output("systemctl cat sglang.service")
     for secret in SECRETS:
         assert secret not in unit and secret not in show and secret not in cat
-    assert "--api-key ${SGLANG_API_KEY}" in unit
-    assert "${SGLANG_API_KEY}" in show
+    # The key reaches the engine through the launcher, not through ExecStart.
+    assert "ExecStart=/opt/sglang/venv/bin/python %s \\\n" % LAUNCHER in unit
+    assert "--api-key" not in unit and "SGLANG_API_KEY" not in show
     env_file = host.check_output("cat %s", ENV_FILE)
     assert 'HF_TOKEN="%s"' % HF_TOKEN in env_file
     assert 'SGLANG_API_KEY="%s"' % API_KEY in env_file

@@ -10,6 +10,9 @@ one):  {"health_delay": 1.0, "mode": "serve" | "unhealthy" | "exit"}
   serve      healthy after health_delay seconds (default)
   unhealthy  keeps answering 503, like an engine that never finishes loading
   exit       exits with status 1 right after recording, like an engine that crashes
+
+Before it serves, it imitates the engine's start-up logging (engine_logging.py): the launch
+arguments, the API key included, logged at INFO in this process and in one spawned child.
 """
 import http.server
 import json
@@ -19,6 +22,8 @@ import signal
 import sys
 import threading
 import time
+
+from sglang_standin import engine_logging
 
 CONFIG = "/etc/sglang-standin/config.json"
 RECORDS = "/var/lib/sglang-standin"
@@ -64,6 +69,7 @@ def main():
         print("sglang stand-in: told to fail (mode exit)", file=sys.stderr)
         sys.exit(1)
 
+    engine_logging.log_startup(argv)
     healthy_recorded = threading.Event()
 
     class Handler(http.server.BaseHTTPRequestHandler):
