@@ -39,7 +39,12 @@ python=${BLACKWELL_VENV:-$root/.venv}/bin/python
 # The 12.8 wheel is what a node "already on 12.8" has; the 13.0 wheel is the upgrade target.
 nvcc12=nvidia-cuda-nvcc-cu12==12.8.93
 nvcc13=nvidia-cuda-nvcc==13.0.88
-mkdir -p "$wheels"
+# The wheels and the repository built from them end up installed on the nodes as root, and a
+# reused output is trusted by its .inputs file: only directories the caller alone controls.
+# shellcheck source=tools/lab/owned-dir.sh
+. "$here/owned-dir.sh"
+owned_dir "$wheels"
+owned_dir "$(dirname "$out")"
 for spec in "$nvcc12" "$nvcc13"; do
   name=${spec%%==*}
   ver=${spec##*==}
@@ -164,6 +169,10 @@ mkdir -m 0700 "$GNUPGHOME"
 gpg --batch --quiet --pinentry-mode loopback --passphrase '' \
   --quick-generate-key 'blackwell.sglang lab CUDA repository <lab@example.invalid>' ed25519 sign 1d 2>/dev/null
 gpg --batch --export --armor >"$pool/cuda-archive-key.pub"
+# The key is new with every build, so its fingerprint is published beside it for the lab's
+# inventory and scenarios to pin (cuda13_repo_key_fingerprint), as NVIDIA publishes its own.
+gpg --batch --show-keys --with-colons "$pool/cuda-archive-key.pub" | awk -F: '$1 == "fpr" { print $10; exit }' \
+  >"$pool/cuda-archive-key.fingerprint"
 
 d=$work/pkg/cuda-keyring
 mkdir -p "$d/usr/share/keyrings" "$d/etc/apt/sources.list.d"
@@ -185,7 +194,6 @@ build "$d"
 )
 chmod -R a+rX "$work/repo"
 echo "$inputs" >"$work/repo/.inputs"
-mkdir -p "$(dirname "$out")"
 rm -rf "$out.new" && cp -a "$work/repo" "$out.new"
 rm -rf "$out" && mv "$out.new" "$out"
 echo "$out"

@@ -74,7 +74,7 @@ carry=$(cd "${2:?usage: record-ubuntu-gpu-host.sh OUT CARRY}" && pwd)
 python=${RECORD_PYTHON:-$(command -v python3)}
 mkdir -p "$out/host" "$out/raw" "$out/runs"
 out=$(cd "$out" && pwd)
-work=$(mktemp -d /tmp/record-ubuntu-gpu-host.XXXXXX)
+work=$(mktemp -d -t record-ubuntu-gpu-host.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 # ansible-core from the carried wheels; jinja2, PyYAML and packaging come from the host.
@@ -189,7 +189,8 @@ distro=$(. /etc/os-release && echo "${ID}${VERSION_ID//./}")
 state before
 play cuda13-check "$work/cuda13.yml" --check --diff \
   -e "cuda13_repo_base_url=file://$carry/cuda-repo" \
-  -e "cuda13_repo_key_url=file://$carry/cuda-repo/$distro/x86_64/cuda-archive-key.pub"
+  -e "cuda13_repo_key_url=file://$carry/cuda-repo/$distro/x86_64/cuda-archive-key.pub" \
+  -e "cuda13_repo_key_fingerprint=$(cat "$carry/cuda-repo/$distro/x86_64/cuda-archive-key.fingerprint")"
 state after-cuda13-check
 play cuda13-no-network "$work/cuda13.yml" --check
 state after-cuda13-no-network

@@ -258,3 +258,54 @@ def test_check_on_a_node_without_the_repository_leaves_the_install_unjudged():
         subprocess.run(["podman", "exec", "-i", "cuda13-fresh", "sh", "-c", f"cat > {legacy}"],
                        input=saved, text=True, check=True)
         node("apt-get", "update", "-qq")
+
+
+KEYRING = "/etc/apt/keyrings/cuda-archive-keyring.asc"
+SOURCES = "/etc/apt/sources.list.d/cuda-debian12-x86_64.sources"
+# What tools/lab/build-cuda-repo.sh wrote beside this build's key, as the scenario pins it.
+LAB_FINGERPRINT = (SCENARIO.parent.parent / ".cache/lab/cuda-repo/debian12/x86_64/cuda-archive-key.fingerprint").read_text().strip()
+NVIDIA_FINGERPRINT = "EB693B3035CD5710E231E123A4B469963BF863CC"
+
+
+def _failures(report, host):
+    return [(name, res["msg"]) for name, res in _task_results(report, host) if res.get("failed")]
+
+
+@pytest.mark.parametrize("check", [False, True], ids=["converge", "check"])
+def test_a_key_with_another_fingerprint_is_refused_and_nothing_is_written(check):
+    # The role's default: NVIDIA's fingerprint, which the lab's own key does not have. The fresh
+    # node has neither the role's keyring nor its sources file; neither may appear.
+    _exec("cuda13-fresh", "rm", "-f", KEYRING, SOURCES)
+    before = _snapshot("cuda13-fresh")
+    rc, report = _playbook(*(["--check"] if check else []), "--limit", "cuda13-fresh",
+                           "-e", f"cuda13_repo_key_fingerprint={NVIDIA_FINGERPRINT}")
+    assert rc == 2
+    assert _failures(report, "cuda13-fresh") == [(
+        "Fail when the repository signing key is not the expected one",
+        "cuda13: the CUDA repository signing key from file:///srv/cuda-repo/debian12/x86_64/cuda-archive-key.pub"
+        f" has the fingerprint {LAB_FINGERPRINT}, but cuda13_repo_key_fingerprint expects {NVIDIA_FINGERPRINT};"
+        " refusing to trust it. Nothing was changed.",
+    )]
+    assert report["stats"]["cuda13-fresh"]["changed"] == 0, _changed_tasks(report, "cuda13-fresh")
+    assert _snapshot("cuda13-fresh") == before
+    assert _exec("cuda13-fresh", "sh", "-c", f"ls {KEYRING} {SOURCES} 2>/dev/null || true") == ""
+
+
+def test_a_fingerprint_that_is_no_fingerprint_is_refused_before_the_key_is_read():
+    before = _snapshot("cuda13-fresh")
+    rc, report = _playbook("--limit", "cuda13-fresh", "-e", "cuda13_repo_key_fingerprint=3BF863CC")
+    assert rc == 2
+    assert _failures(report, "cuda13-fresh") == [(
+        "Check the expected fingerprint of the repository signing key",
+        "cuda13: cuda13_repo_key_fingerprint '3BF863CC' is not an OpenPGP fingerprint (40 hexadecimal"
+        " digits, or 64 for a version 6 key). Nothing was changed.",
+    )]
+    assert _snapshot("cuda13-fresh") == before
+
+
+def test_the_fingerprint_is_compared_without_spaces_or_case():
+    # Written the way gpg prints it: groups of four, lower case here.
+    spaced = " ".join(LAB_FINGERPRINT[i:i + 4] for i in range(0, 40, 4)).lower()
+    rc, report = _playbook("--check", "--limit", "cuda13-remove", "-e", json.dumps({"cuda13_repo_key_fingerprint": spaced}))
+    assert rc == 0, _failures(report, "cuda13-remove")
+    assert report["stats"]["cuda13-remove"]["changed"] == 0, _changed_tasks(report, "cuda13-remove")
