@@ -445,6 +445,26 @@ def test_the_newest_release_shows_the_crash_policy_and_the_pcie_all_reduce(fleet
     assert lab_summary(fleet, "summary-back")[node(2)]["Patch"] == PATCH
 
 
+def test_a_lost_gpu_does_not_shrink_the_tensor_parallel_size(fleet):
+    """Node 2's nvidia-smi lists 7 of its 8 GPUs (a copy of its recording without the last): the
+    TP size, taken from the GPU count, was 8 at deploy, so the converge refuses before writing
+    anything, and says why and what to set."""
+    on_node(2, "rm -rf /usr/local/lib/lab-gpu-7 && cp -a /usr/local/lib/lab-gpu /usr/local/lib/lab-gpu-7 && "
+               "sed -i '$d' /usr/local/lib/lab-gpu-7/query.csv")
+    assert on_node(2, "cat /etc/sglang/tp-size").strip() == "8"
+    before = on_node(2, SNAPSHOT)
+    host_vars(fleet, 2, "sglang_preflight_nvidia_smi: /usr/local/lib/lab-gpu-7/nvidia-smi\n")
+    try:
+        run = converge(fleet, "--limit", node(2))
+    finally:
+        host_vars(fleet, 2, None)
+    assert run.returncode == 2, run.stdout[-5000:]
+    assert ("sglang_service: refusing to restart sglang with --tp-size 7: it was deployed with --tp-size 8 "
+            "(recorded in /etc/sglang/tp-size), and the TP size follows the GPU count, but this node now "
+            "reports 7 GPU(s). GPUs are missing") in run.stdout, run.stdout[-5000:]
+    assert on_node(2, SNAPSHOT) == before
+
+
 def test_fresh_and_broken_nodes_report_drift_never_a_failure(fleet):
     """A node that was never converged, one whose venv lost SGLang, one whose unit is gone, one
     without its apt lists and CUDA key: each reports the drift it has, none fails."""
