@@ -65,10 +65,13 @@ def test_collection_docs_lint_reads_modules_and_role_specs(tmp_path):
     spec.write_text(text.replace("description: Pass --enable-torch-symm-mem.",
                                  "description: Pass --enable-torch-symm-mem, see O(no_such_option).", 1),
                     encoding="utf-8")
+    # The planted line's position in the module's description list (antsibull-docs counts from 1).
+    docs = module.read_text(encoding="utf-8").split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0]
+    planted = next(i for i, line in enumerate(yaml.safe_load(docs)["description"], 1) if "no_such_module" in line)
     proc = lint_collection_docs(dest)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert proc.stdout.splitlines() == [
-        "plugins/modules/gpu_facts.py:0:0: DOCUMENTATION -> description[4]: "
+        f"plugins/modules/gpu_facts.py:0:0: DOCUMENTATION -> description[{planted}]: "
         "M(blackwell.sglang.no_such_module): there is no module blackwell.sglang.no_such_module",
         "roles/sglang_service/meta/argument_specs.yml:0:0: entry_points -> main -> options -> "
         "sglang_service_torch_symm_mem_enabled -> description[1]: O(no_such_option): option name does "
