@@ -38,8 +38,8 @@ class ServerArgsImitation:
         while index < len(argv):
             word = argv[index]
             if word.startswith("--"):
-                name, _, value = word[2:].partition("=")
-                if not value and index + 1 < len(argv) and not argv[index + 1].startswith("--"):
+                name, equals, value = word[2:].partition("=")
+                if not equals and index + 1 < len(argv) and not argv[index + 1].startswith("--"):
                     value, index = argv[index + 1], index + 1
                 fields[name.replace("-", "_")] = value or True
             index += 1
@@ -54,7 +54,8 @@ def scheduler_process(server_args):
     """A spawned child that, like SGLang's scheduler, configures logging and logs; it stays up
     (so its argv can be read) until the launcher ends it."""
     _configure_logger()
-    logging.getLogger(LOGGER).info(f"scheduler child: {server_args=}")
+    # An f-string, as SGLang's own statement: the message arrives formatted, with no args.
+    logging.getLogger(LOGGER).info(f"scheduler child: {server_args=}")  # pylint: disable=logging-fstring-interpolation
     while True:
         time.sleep(3600)
 
@@ -63,7 +64,7 @@ def log_startup(argv):
     """engine.py's start-up logging, then one spawned child doing the same; returns the child."""
     _configure_logger()
     server_args = ServerArgsImitation.from_argv(argv)
-    logging.getLogger(LOGGER).info(f"{server_args=}")
+    logging.getLogger(LOGGER).info(f"{server_args=}")  # pylint: disable=logging-fstring-interpolation
     child = multiprocessing.get_context("spawn").Process(
         target=scheduler_process, args=(server_args,), daemon=True
     )
