@@ -204,7 +204,7 @@ def lab_summary(fleet, name: str) -> dict:
         if line and not line.startswith(" "):
             current = nodes.setdefault(line, {})
         elif line.strip():
-            field, _, value = line.strip().partition(":")
+            field, _sep, value = line.strip().partition(":")
             current[field] = value.strip()
     return nodes
 

@@ -46,7 +46,7 @@ def test_a_node_failing_its_health_gate_stops_the_rollout_and_the_others_keep_se
     )
     assert proc.returncode == 2, proc.stdout[-5000:]
     message = failure_message(proc, "rollout-node2")
-    head, _, journal = message.partition(" Last lines of its journal: ")
+    head, _sep, journal = message.partition(" Last lines of its journal: ")
     assert head == (
         "sglang_service: sglang.service on rollout-node2 did not become healthy within 6s "
         "(/health: 503); the rollout stops here."
@@ -87,7 +87,7 @@ def test_a_unit_that_systemd_gave_up_on_ends_the_gate_at_once():
         node1.check_output("echo %s > /etc/sglang-standin/config.json", json.dumps({"mode": "serve", "health_delay": 1.0}))
     assert proc.returncode == 2, proc.stdout[-5000:]
     message = failure_message(proc, "rollout-node1")
-    head, _, journal = message.partition(" Last lines of its journal: ")
+    head, _sep, journal = message.partition(" Last lines of its journal: ")
     assert head == (
         "sglang_service: sglang.service on rollout-node1 failed (systemd gave up restarting it: failed/failed) "
         "(/health: no answer); the rollout stops here."
