@@ -62,7 +62,7 @@ up() {
   ANSIBLE_COLLECTIONS_PATH=$(tools/collection-path.sh)
   if [ "$playbook" = "$root/site.yml" ]; then
     # No GPU, no engine: the shared lab preparation puts the stand-in launcher where
-    # `python -m sglang.launch_server` finds it, as the roles' own scenarios do.
+    # the unit's `sglang.launch_server` finds it, as the roles' own scenarios do.
     step "Preparing the nodes (the stand-in launcher for the engine)"
     MOLECULE_PROJECT_DIRECTORY=$root "$BLACKWELL_VENV/bin/ansible-playbook" -i "$inventory_dir" \
       molecule/shared/prepare_standin.yml
