@@ -10,6 +10,7 @@ nothing here imports SGLang.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -132,6 +133,17 @@ def test_installer_per_node(host):
         assert len(probe(SM90)["missing_bytecode"]) == probe(SM90)["modules"]
 
 
+def test_package_sources_in_root_only_files(host):
+    name = host.backend.get_hostname()
+    files = {SM120: [f"{VENV}/blackwell-sources.toml", "/opt/sglang/uv/blackwell-sources.conf"],
+             SM90: [f"{VENV}/blackwell-sources.conf"]}[name]
+    for path in files:
+        sources = host.file(path)
+        assert (sources.user, sources.group, sources.mode) == ("root", "root", 0o600), path
+    lines = host.file(files[0]).content_string.splitlines()
+    assert ('find-links = ["/srv/wheelhouse"]' if name == SM120 else "find-links = /srv/wheelhouse") in lines
+
+
 def test_release_a_patched_on_sm120(host):
     _only(host, SM120)
     state = probe(SM120)
@@ -249,3 +261,116 @@ def test_cuda_12_torch_fails_the_cuda_13_policy():
         }
     finally:
         sm90.check_output("rm -rf %s", torch_dir)
+
+
+# --- hash-locked installs ---------------------------------------------------------------------
+# The lab wheelhouse as the controller built it (tools/lab/build-wheelhouse.sh); the nodes
+# mount the same files at /srv/wheelhouse.
+WHEELHOUSE = SCENARIO.parent.parent / ".cache" / "lab" / "wheelhouse"
+RELEASE_C = "0.5.23"
+TAMPERED = "/var/tmp/tampered-wheelhouse"
+REQUIREMENTS = f"{VENV}/blackwell-requirements.txt"
+
+
+ADD_MODULE = "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1], 'a'); z.writestr('sglang/planted.py', 'PLANTED = True\\n'); z.close()"
+
+
+def wheel(release):
+    (path,) = WHEELHOUSE.glob(f"sglang-{release}-*.whl")
+    return path
+
+
+def lock(release):
+    """A lock as `uv pip compile --generate-hashes` writes it, for the wheel the lab serves."""
+    digest = hashlib.sha256(wheel(release).read_bytes()).hexdigest()
+    return f"sglang=={release} \\\n    --hash=sha256:{digest}\n"
+
+
+def install_commands(report):
+    return {
+        host: result["cmd"]
+        for play in report["plays"] for task in play["tasks"]
+        if task["task"]["name"].startswith("blackwell.sglang.sglang_install : Install the pinned SGLang release")
+        for host, result in task["hosts"].items() if "cmd" in result
+    }
+
+
+def test_a_lock_that_pins_another_release_is_refused_before_any_change():
+    before = probe(SM90)
+    changed, report = playbook("upgrade.yml", "-l", SM90, "-e", json.dumps(
+        {"sglang_install_version": RELEASE_C, "sglang_install_requirements_lock": lock(RELEASE_B)}), expect_rc=2)
+    assert changed == {SM90: []}
+    assert failures(report) == {
+        SM90: f"sglang_install_requirements_lock does not pin sglang=={RELEASE_C} (sglang_install_version);"
+              " lock that release, with its hashes"
+    }
+    assert probe(SM90) == before
+
+
+def test_a_hash_locked_install_passes():
+    changed, report = playbook("upgrade.yml", "-e", json.dumps(
+        {"sglang_install_version": RELEASE_C, "sglang_install_requirements_lock": lock(RELEASE_C)}))
+    install = f"blackwell.sglang.sglang_install : Install the pinned SGLang release {RELEASE_C}"
+    request = "blackwell.sglang.sglang_install : Write the install requirements"
+    assert changed == {SM120: [request, install], SM90: [request, install]}
+    for name, argv in install_commands(report).items():
+        assert "--require-hashes" in argv, (name, argv)
+        # The wheelhouse reaches the installer through its sources file, not the command line.
+        assert not [arg for arg in argv if "/srv/wheelhouse" in arg], (name, argv)
+    for name in (SM120, SM90):
+        assert probe(name)["version"] == RELEASE_C
+        # testinfra's content_string drops the file's final newline.
+        assert node(name).file(REQUIREMENTS).content_string.endswith(lock(RELEASE_C).rstrip("\n"))
+
+
+def test_a_tampered_wheel_fails_the_hashes_and_leaves_the_install_untouched():
+    # A copy of the wheelhouse whose release B wheel has the same name and other bytes: one more
+    # module in it, so that it is still a valid wheel and only its hash gives it away.
+    tampered = f"{TAMPERED}/{wheel(RELEASE_B).name}"
+    for name in (SM120, SM90):
+        node(name).check_output("mkdir -p %s && cp %s %s", TAMPERED, f"/srv/wheelhouse/{wheel(RELEASE_B).name}", tampered)
+        node(name).check_output("python3 -c %s %s", ADD_MODULE, tampered)
+    before = {name: probe(name) for name in (SM120, SM90)}
+    try:
+        changed, report = playbook("upgrade.yml", "-e", json.dumps(
+            {"sglang_install_version": RELEASE_B, "sglang_install_requirements_lock": lock(RELEASE_B),
+             "sglang_install_find_links": [TAMPERED]}), expect_rc=2)
+    finally:
+        for name in (SM120, SM90):
+            node(name).check_output("rm -rf %s", TAMPERED)
+    prefix = f"sglang_install: installing SGLang {RELEASE_B} into {VENV} failed: "
+    assert failures(report) == {
+        SM120: prefix + f"cause: Hash mismatch for `sglang=={RELEASE_B}`",
+        SM90: prefix + "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. If you have"
+                       " updated the package versions, please update the hashes. Otherwise, examine the package"
+                       " contents carefully; someone may have tampered with them.",
+    }
+    assert {name: probe(name) for name in (SM120, SM90)} == before
+    for name in (SM120, SM90):
+        assert before[name]["version"] == RELEASE_C
+
+
+def test_index_credentials_stay_out_of_argv_and_output():
+    """An index URL with a password (never contacted: the lab installs with --no-index) goes to the
+    root-only sources file, and appears nowhere in a -vvv run: not in the remote command lines
+    Ansible prints there, not in a task's output."""
+    secret = "s3cret-lab-password"
+    url = f"http://lab:{secret}@127.0.0.1:9/simple"
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    env.pop("ANSIBLE_STDOUT_CALLBACK", None)
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-vvv", "-i", INVENTORY, str(SCENARIO / "upgrade.yml"),
+         "-e", json.dumps({"sglang_install_version": RELEASE_C, "sglang_install_index_url": url,
+                           "sglang_install_extra_index_urls": [url]})],
+        env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-20000:] + proc.stderr[-5000:]
+    # The install ran (the lock's request was replaced by the composed one) and was hidden.
+    assert f"Install the pinned SGLang release {RELEASE_C}" in proc.stdout
+    assert "the output has been hidden" in proc.stdout
+    assert secret not in proc.stdout + proc.stderr
+    for name, path in ((SM120, f"{VENV}/blackwell-sources.toml"), (SM120, "/opt/sglang/uv/blackwell-sources.conf"),
+                       (SM90, f"{VENV}/blackwell-sources.conf")):
+        assert url in node(name).file(path).content_string, (name, path)
+    for name in (SM120, SM90):
+        assert probe(name)["version"] == RELEASE_C
