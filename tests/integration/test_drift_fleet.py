@@ -508,3 +508,39 @@ def test_fresh_and_broken_nodes_report_drift_never_a_failure(fleet):
     assert "sglang_service : Enable and start sglang" in not_judged(no_unit)
     assert [f["label"] for f in no_lists["drift"]] == ["cuda13 : Install the repository signing key from the node's mirror"]
     assert (no_lists["status"], no_lists["failures"]) == ("drift", [])
+
+
+# Every path the roles put on a node besides what apt installed, and the account.
+OURS = ("/opt/sglang /etc/sglang /etc/systemd/system/sglang.service /etc/systemd/system/sglang.service.d "
+        "/usr/local/lib/blackwell-sglang /var/lib/sglang")
+LEFT = f"""
+for p in {OURS}; do [ -e "$p" ] && find "$p" -printf '%p %m %s %T@\\n'; done
+getent passwd sglang || true
+getent group sglang || true
+systemctl show -p LoadState sglang.service
+"""
+
+
+def remove(fleet, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["ansible-playbook", "-i", str(fleet["inventory"]), str(ROOT / "playbooks" / "remove.yml"), *args],
+                          cwd=ROOT, env=fleet["env"], capture_output=True, text=True, check=False)
+
+
+def test_removal_leaves_nothing_of_ours_and_a_second_changes_nothing(fleet):
+    """playbooks/remove.yml on every node as the last test left them: converged, emptied venv,
+    no unit, no apt lists, and the fresh node that never converged."""
+    nodes = range(1, NODES + 2)
+    before = {i: on_node(i, LEFT) for i in nodes}
+    assert "/opt/sglang" in before[2] and "sglang:x:" in before[2]
+    check = remove(fleet, "--check", "--diff")
+    assert check.returncode == 0, check.stdout[-5000:]
+    assert {i: on_node(i, LEFT) for i in nodes} == before
+    first = remove(fleet)
+    assert first.returncode == 0, first.stdout[-20000:]
+    for i in nodes:
+        assert on_node(i, LEFT) == "LoadState=not-found\n", node(i)
+    second = remove(fleet)
+    assert second.returncode == 0, second.stdout[-5000:]
+    for i in nodes:
+        assert re.search(rf"^{node(i)}\s*: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0\s", second.stdout, re.M), \
+            second.stdout[-3000:]
