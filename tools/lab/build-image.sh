@@ -24,6 +24,11 @@ mirror=${LAB_MIRROR:-http://deb.debian.org/debian}
 name=localhost/blackwell-lab-debian12
 tag=$(cat "$here/build-image.sh" "$here/mirror-packages.txt" | sha256sum | cut -c1-12)
 debs=${BLACKWELL_CACHE:-$root/.cache}/lab/debian-mirror
+# The mirror's packages and key end up trusted by every lab node: reuse them only from a
+# directory the caller alone controls.
+# shellcheck source=tools/lab/owned-dir.sh
+. "$here/owned-dir.sh"
+owned_dir "$(dirname "$debs")"
 # What the roles install with apt on a stock node, one package a line.
 mapfile -t mirror_packages < <(grep -v -e '^#' -e '^$' "$here/mirror-packages.txt")
 
