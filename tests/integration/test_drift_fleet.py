@@ -165,11 +165,13 @@ def not_judged(host: dict) -> list:
     return sorted(f["label"] for f in host["not_judged"])
 
 
-# What check mode cannot know on a converged node: the post-install re-read and the health
-# waits after a (re)start; listed, not hidden.
+# What check mode cannot know on a converged node: the post-install re-read, the health waits
+# after a (re)start, and the NCCL smoke test, which check mode leaves off the GPUs of a serving
+# node; listed, not hidden.
 NOT_JUDGED = sorted([
     "sglang_install : Read the SGLang version after the install",
     "sglang_install : Check that the venv holds the pinned SGLang",
+    "sglang_service : Run the NCCL all-reduce smoke test with the venv's torch",
     "sglang_service : Wait until sglang is healthy",
 ])
 
@@ -395,22 +397,24 @@ def launches(i: int) -> int:
 
 
 def test_an_unreachable_node_stops_the_rollout(fleet):
-    """One node per batch, each batch a restart (one more launch argument for every node): node 1
-    restarts, node 2 is unreachable, and nodes 3 and 4 are never touched."""
+    """Two nodes per batch, each node a restart (one more launch argument for every node). In
+    the first batch node 1 restarts and node 2 is unreachable; Ansible would go on with the
+    second batch (it stops a serial play by itself only when a whole batch is lost), and the
+    node play refuses to: nodes 3 and 4 are never touched."""
     playbook = fleet["work"] / "lose-node-2.yml"
     playbook.write_text(LOSE_NODE_2)
     units = {i: on_node(i, "sha256sum /etc/systemd/system/sglang.service") for i in (3, 4)}
     started = {i: launches(i) for i in (1, 3, 4)}
     try:
         run = subprocess.run(["ansible-playbook", "-i", str(fleet["inventory"]), str(playbook),
-                              "-e", "sglang_rollout_serial=1", "-e", '{"sglang_service_extra_args": ["--log-level", "info"]}'],
+                              "-e", "sglang_rollout_serial=2", "-e", '{"sglang_service_extra_args": ["--log-level", "info"]}'],
                              cwd=ROOT, env=fleet["env"], capture_output=True, text=True, check=False)
     finally:
         on_node(2, "systemctl start ssh.service")
     assert run.returncode != 0, run.stdout[-5000:]
     assert launches(1) == started[1] + 1
     assert re.search(rf"^{node(2)}\s*: ok=\d+\s+changed=0\s+unreachable=1\s", run.stdout, re.M), run.stdout[-3000:]
-    assert (f"rollout stopped before this batch ({node(3)}) changed anything: {node(2)} became "
+    assert (f"rollout stopped before this batch ({node(3)}, {node(4)}) changed anything: {node(2)} became "
             f"unreachable during the rollout") in run.stdout, run.stdout[-5000:]
     for i in (3, 4):
         assert on_node(i, "sha256sum /etc/systemd/system/sglang.service") == units[i], node(i)
