@@ -265,8 +265,9 @@ def run(python, sizes_kib, iterations=20, warmup=5, timeout=DEFAULT_TIMEOUT, env
     if os.sep in python:
         python = os.path.abspath(python)
     try:
-        # A session of its own, so the group holds the payload and every rank it spawns.
-        proc = subprocess.Popen(
+        # A session of its own, so the group holds the payload and every rank it spawns, and the
+        # whole group can be killed at the timeout: run_command has neither.
+        proc = subprocess.Popen(  # pylint: disable=ansible-bad-function
             [python, script, json.dumps(options)], cwd=work_dir, env=env,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
