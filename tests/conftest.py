@@ -5,7 +5,9 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -42,6 +44,39 @@ def ansible_env(**extra: str) -> dict:
     )
     env.update(extra)
     return env
+
+
+LAB_SH = str(ROOT / "tools" / "lab" / "lab.sh")
+
+
+def lab_env(work: Path, prefix: str, port_base: str, nodes: int = 1, **settings: str) -> dict:
+    """The environment of a test's own lab (tools/lab/lab.sh): its container prefix, SSH ports,
+    key, inventory and fact cache under work, and the lab's release and crash policy whatever
+    the caller's environment says. settings adds to or overrides these (LAB_CONVERGE=0 ...)."""
+    return ansible_env(**{
+        "LAB_PREFIX": prefix, "LAB_PORT_BASE": port_base, "LAB_NODES": str(nodes),
+        "LAB_STATE": str(work / "state"), "LAB_INVENTORY_DIR": str(work / "inventory"),
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(work / "facts"), "LAB_REPORT": "0",
+        "LAB_SGLANG_VERSION": "0.5.8", "LAB_CRASH_POLICY": "strict", **settings})
+
+
+@contextmanager
+def running_lab(env: dict) -> Iterator[subprocess.CompletedProcess]:
+    """`lab.sh up` with env, its result for the caller to read; `lab.sh down` afterwards,
+    whatever happened in between."""
+    try:
+        up = subprocess.run([LAB_SH, "up"], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+        assert up.returncode == 0, up.stdout[-20000:] + up.stderr[-5000:]
+        yield up
+    finally:
+        subprocess.run([LAB_SH, "down"], cwd=ROOT, env=env, capture_output=True, check=False)
+
+
+def in_container(name: str, script: str) -> str:
+    """What `sh -c script` prints as root in the container name; failing is a test failure."""
+    proc = subprocess.run(["podman", "exec", name, "sh", "-c", script], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"{name}: {script}\n{proc.stdout}{proc.stderr}"
+    return proc.stdout
 
 
 def copy_as_collection(tmp_path: Path) -> Path:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, VENV_BIN, ansible_env, copy_as_collection
+from conftest import ROOT, VENV_BIN, ansible_env, copy_as_collection, lab_env, running_lab
 from test_ansible_core_versions import core221_bin
 
 VERSION = "0.1.0"
@@ -206,30 +206,21 @@ def installed_lab(tarball, tmp_path_factory):
     listing = subprocess.run([str(core221 / "ansible-galaxy"), "collection", "list"],
                              cwd=work, env=env, capture_output=True, text=True, check=True).stdout
 
-    lab_env = ansible_env(LAB_PREFIX=PREFIX, LAB_PORT_BASE="2700", LAB_NODES="1",
-                          LAB_STATE=str(work / "state"),
-                          LAB_INVENTORY_DIR=str(work / "inventory"),
-                          LAB_CONVERGE="0", LAB_REPORT="0")
-    lab_sh = str(ROOT / "tools" / "lab" / "lab.sh")
     timings = {}
+    started = time.monotonic()
     try:
-        started = time.monotonic()
-        up = subprocess.run([lab_sh, "up"], cwd=ROOT, env=lab_env, capture_output=True,
-                            text=True, check=False)
-        timings["lab up"] = time.monotonic() - started
-        assert up.returncode == 0, up.stdout[-20000:] + up.stderr[-5000:]
-        # Somewhere that is not the checkout: no ansible.cfg, no roles/ or playbooks/ nearby.
-        elsewhere = work / "elsewhere"
-        elsewhere.mkdir()
-        lab = {"collections": collections, "inventory": work / "inventory", "cwd": elsewhere,
-               "listing": listing, "timings": timings}
-        # The first converge of the fresh node, by the newest ansible-core; the tests below
-        # read its result and run on the node it leaves.
-        lab["first"] = site(lab, core221, "2.21 converge")
-        yield lab
+        with running_lab(lab_env(work, PREFIX, "2700", LAB_CONVERGE="0")):
+            timings["lab up"] = time.monotonic() - started
+            # Somewhere that is not the checkout: no ansible.cfg, no roles/ or playbooks/ nearby.
+            elsewhere = work / "elsewhere"
+            elsewhere.mkdir()
+            lab = {"collections": collections, "inventory": work / "inventory", "cwd": elsewhere,
+                   "listing": listing, "timings": timings}
+            # The first converge of the fresh node, by the newest ansible-core; the tests below
+            # read its result and run on the node it leaves.
+            lab["first"] = site(lab, core221, "2.21 converge")
+            yield lab
     finally:
-        subprocess.run([lab_sh, "down"], cwd=ROOT, env=lab_env, capture_output=True,
-                       check=False)
         # The cost of each step, in the output of `pytest -s`.
         print("\n" + "\n".join(f"{name}: {seconds:.0f} s" for name, seconds in timings.items()))
 

@@ -30,7 +30,7 @@ import subprocess
 import pytest
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import drift
-from conftest import ROOT, ansible_env
+from conftest import ROOT, in_container, lab_env, running_lab
 
 pytestmark = pytest.mark.lab
 
@@ -82,31 +82,17 @@ def node(i: int) -> str:
 
 
 def on_node(i: int, script: str) -> str:
-    proc = subprocess.run(["podman", "exec", node(i), "sh", "-c", script],
-                          capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{node(i)}: {script}\n{proc.stdout}{proc.stderr}"
-    return proc.stdout
+    return in_container(node(i), script)
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     work = tmp_path_factory.mktemp("fleet")
-    env = ansible_env(LAB_PREFIX=PREFIX, LAB_PORT_BASE="2600", LAB_NODES=str(NODES),
-                      LAB_STATE=str(work / "state"), LAB_INVENTORY_DIR=str(work / "inventory"),
-                      LAB_REPORT="0", ANSIBLE_CACHE_PLUGIN_CONNECTION=str(work / "facts"),
-                      # The lab's defaults, whatever the caller's environment says.
-                      LAB_SGLANG_VERSION="0.5.8", LAB_CRASH_POLICY="strict",
-                      # No test here looks at the first converge's batches: all nodes at once.
-                      LAB_CONVERGE_ARGS="-e sglang_rollout_serial=100%")
-    lab_sh = str(ROOT / "tools" / "lab" / "lab.sh")
-    try:
-        up = subprocess.run([lab_sh, "up"], cwd=ROOT, env=env, capture_output=True, text=True,
-                            check=False)
-        assert up.returncode == 0, up.stdout[-20000:] + up.stderr[-5000:]
+    # No test here looks at the first converge's batches: all nodes at once.
+    env = lab_env(work, PREFIX, "2600", NODES, LAB_CONVERGE_ARGS="-e sglang_rollout_serial=100%")
+    with running_lab(env):
         on_node(3, "DEBIAN_FRONTEND=noninteractive apt-get install -y -q cuda-toolkit-12-8")
         yield {"env": env, "inventory": work / "inventory", "work": work}
-    finally:
-        subprocess.run([lab_sh, "down"], cwd=ROOT, env=env, capture_output=True, check=False)
 
 
 PACKAGES_PROBE = r"""

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import CACHE, ROOT, VENV_BIN, ansible_env
+from conftest import CACHE, ROOT, VENV_BIN, ansible_env, lab_env, running_lab
 
 PREFIX = "ee"
 NODE = f"{PREFIX}-01"
@@ -99,32 +99,25 @@ def ee_lab(tmp_path_factory):
 
     state = work / "state"
     inventory = work / "inventory"
-    lab_env = ansible_env(LAB_PREFIX=PREFIX, LAB_PORT_BASE=PORT_BASE, LAB_NODES="1",
-                          LAB_STATE=str(state), LAB_INVENTORY_DIR=str(inventory),
-                          LAB_CONVERGE="0", LAB_REPORT="0")
-    lab_sh = str(ROOT / "tools" / "lab" / "lab.sh")
     try:
         started = time.monotonic()
-        up = subprocess.run([lab_sh, "up"], cwd=ROOT, env=lab_env, capture_output=True,
-                            text=True, check=False)
-        timings["lab up"] = time.monotonic() - started
-        assert up.returncode == 0, up.stdout[-20000:] + up.stderr[-5000:]
-        # ansible-runner's private data directory, mounted at /runner in the EE. Its inventory is
-        # the lab's: the generated hosts.yml, and group_vars as the lab links it, into this
-        # checkout's inventories/lab (mounted read-only at the same path, see lab_mounts).
-        private = work / "runner"
-        (private / "inventory").mkdir(parents=True)
-        (private / "env").mkdir()
-        shutil.copy(inventory / "hosts.yml", private / "inventory" / "hosts.yml")
-        os.symlink(os.readlink(inventory / "group_vars"), private / "inventory" / "group_vars")
-        (private / "env" / "envvars").write_text(ENVVARS, encoding="utf-8")
-        lab = {"image": image, "private": private, "state": state, "timings": timings}
-        started = time.monotonic()
-        lab["site"] = runner_site(lab)
-        timings["site through the EE"] = time.monotonic() - started
-        yield lab
+        with running_lab(lab_env(work, PREFIX, PORT_BASE, LAB_CONVERGE="0")):
+            timings["lab up"] = time.monotonic() - started
+            # ansible-runner's private data directory, mounted at /runner in the EE. Its inventory is
+            # the lab's: the generated hosts.yml, and group_vars as the lab links it, into this
+            # checkout's inventories/lab (mounted read-only at the same path, see lab_mounts).
+            private = work / "runner"
+            (private / "inventory").mkdir(parents=True)
+            (private / "env").mkdir()
+            shutil.copy(inventory / "hosts.yml", private / "inventory" / "hosts.yml")
+            os.symlink(os.readlink(inventory / "group_vars"), private / "inventory" / "group_vars")
+            (private / "env" / "envvars").write_text(ENVVARS, encoding="utf-8")
+            lab = {"image": image, "private": private, "state": state, "timings": timings}
+            started = time.monotonic()
+            lab["site"] = runner_site(lab)
+            timings["site through the EE"] = time.monotonic() - started
+            yield lab
     finally:
-        subprocess.run([lab_sh, "down"], cwd=ROOT, env=lab_env, capture_output=True, check=False)
         # The cost of each step, in the output of `pytest -s`.
         print("\n" + "\n".join(f"{name}: {seconds:.0f} s" for name, seconds in timings.items()))
 

@@ -20,7 +20,7 @@ import subprocess
 import pytest
 
 import model_snapshot
-from conftest import ROOT, VENV_BIN, ansible_env
+from conftest import ROOT, VENV_BIN, in_container, lab_env, running_lab
 
 pytestmark = pytest.mark.lab
 
@@ -38,23 +38,14 @@ ls -la /opt/sglang/models 2>&1 || true
 
 
 def on_node(script: str) -> str:
-    proc = subprocess.run(["podman", "exec", NODE, "sh", "-c", script],
-                          capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{script}\n{proc.stdout}{proc.stderr}"
-    return proc.stdout
+    return in_container(NODE, script)
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     work = tmp_path_factory.mktemp("model-lab")
-    env = ansible_env(LAB_PREFIX=PREFIX, LAB_PORT_BASE="2750", LAB_NODES="1",
-                      LAB_STATE=str(work / "state"), LAB_INVENTORY_DIR=str(work / "inventory"),
-                      LAB_REPORT="0", ANSIBLE_CACHE_PLUGIN_CONNECTION=str(work / "facts"),
-                      LAB_SGLANG_VERSION="0.5.8", LAB_CRASH_POLICY="strict")
-    lab_sh = str(ROOT / "tools" / "lab" / "lab.sh")
-    try:
-        up = subprocess.run([lab_sh, "up"], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-        assert up.returncode == 0, up.stdout[-20000:] + up.stderr[-5000:]
+    env = lab_env(work, PREFIX, "2750")
+    with running_lab(env) as up:
         model_snapshot.make_model(work / "tiny", shards=3)
         model_snapshot.make_model(work / "broken", shards=3)
         (work / "broken" / "model-00002-of-00003.safetensors").unlink()
@@ -62,8 +53,6 @@ def lab(tmp_path_factory):
         for name in ("tiny", "broken"):
             subprocess.run(["podman", "cp", str(work / name), f"{NODE}:/srv/models/{name}"], check=True)
         yield {"env": env, "inventory": work / "inventory", "converge": up.stdout}
-    finally:
-        subprocess.run([lab_sh, "down"], cwd=ROOT, env=env, capture_output=True, check=False)
 
 
 def site(lab, source: str, dest: str, *args: str, expect_rc: int = 0):

@@ -20,6 +20,14 @@ def _hosts():
     return {name: lab_host(name) for name in NODES}
 
 
+def gate_failure(proc, hostname):
+    """The health gate's failure on hostname: the whole message, what it says before the
+    engine's journal lines, and those lines."""
+    message = failure_message(proc, hostname)
+    head, _sep, journal = message.partition(" Last lines of its journal: ")
+    return message, head, journal
+
+
 def test_first_rollout_started_each_node_after_the_previous_one_was_healthy():
     hosts = _hosts()
     launches = {name: records(host, LAUNCHES) for name, host in hosts.items()}
@@ -45,8 +53,7 @@ def test_a_node_failing_its_health_gate_stops_the_rollout_and_the_others_keep_se
         extra_vars={"sglang_service_extra_args": ["--log-level", "info"], "sglang_service_health_timeout": 6},
     )
     assert proc.returncode == 2, proc.stdout[-5000:]
-    message = failure_message(proc, "rollout-node2")
-    head, _sep, journal = message.partition(" Last lines of its journal: ")
+    message, head, journal = gate_failure(proc, "rollout-node2")
     assert head == (
         "sglang_service: sglang.service on rollout-node2 did not become healthy within 6s "
         "(/health: 503); the rollout stops here."
@@ -86,8 +93,7 @@ def test_a_unit_that_systemd_gave_up_on_ends_the_gate_at_once():
     finally:
         node1.check_output("echo %s > /etc/sglang-standin/config.json", json.dumps({"mode": "serve", "health_delay": 1.0}))
     assert proc.returncode == 2, proc.stdout[-5000:]
-    message = failure_message(proc, "rollout-node1")
-    head, _sep, journal = message.partition(" Last lines of its journal: ")
+    message, head, journal = gate_failure(proc, "rollout-node1")
     assert head == (
         "sglang_service: sglang.service on rollout-node1 failed (systemd gave up restarting it: failed/failed) "
         "(/health: no answer); the rollout stops here."
