@@ -45,11 +45,12 @@ nvcc13=nvidia-cuda-nvcc==13.0.88
 . "$here/owned-dir.sh"
 owned_dir "$wheels"
 owned_dir "$(dirname "$out")"
+lock_script "$out.lock" "$@"
 for spec in "$nvcc12" "$nvcc13"; do
   name=${spec%%==*}
   ver=${spec##*==}
   if ! compgen -G "$wheels/${name//-/_}-$ver-*.whl" >/dev/null; then
-    "$python" -m pip download -q --no-deps --only-binary=:all: -d "$wheels" "$spec" >&2
+    flock "$wheels/.lock" "$python" -m pip download -q --no-deps --only-binary=:all: -d "$wheels" "$spec" >&2
   fi
 done
 wheel12=$(compgen -G "$wheels/nvidia_cuda_nvcc_cu12-12.8.93-*.whl" | head -n1)

@@ -29,6 +29,7 @@ debs=${BLACKWELL_CACHE:-$root/.cache}/lab/debian-mirror
 # shellcheck source=tools/lab/owned-dir.sh
 . "$here/owned-dir.sh"
 owned_dir "$(dirname "$debs")"
+lock_script "$debs.lock" "$@"
 # What the roles install with apt on a stock node, one package a line.
 mapfile -t mirror_packages < <(grep -v -e '^#' -e '^$' "$here/mirror-packages.txt")
 

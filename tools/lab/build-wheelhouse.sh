@@ -21,6 +21,7 @@ packages=(sglang==0.5.8 sglang==0.5.18 sglang==0.5.23 uv==0.13.9)
 # shellcheck source=tools/lab/owned-dir.sh
 . "$root/tools/lab/owned-dir.sh"
 owned_dir "$dest"
+lock_script "$dest.lock" "$@"
 for spec in "${packages[@]}"; do
   name=${spec%%==*}
   version=${spec#*==}

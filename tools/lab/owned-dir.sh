@@ -31,3 +31,17 @@ owned_dir() {
     done
   done
 }
+
+# Labs, scenarios and test processes start side by side and share these caches. lock_script
+# LOCKFILE "$@" runs the rest of the calling script under an exclusive lock on LOCKFILE (in a
+# directory owned_dir accepted): it re-executes the script once through flock(1). The waiters
+# then find the work done. --close keeps the lock out of what the script leaves running
+# (gpg-agent), so the lock ends with the script. tests/sglang_wheels.py takes the wheel
+# cache's lock (its .lock) with flock(2) too.
+lock_script() {
+  local lock=$1
+  shift
+  if [ "${BLACKWELL_LOCK_HELD:-}" != "$lock" ]; then
+    BLACKWELL_LOCK_HELD=$lock exec flock --close "$lock" "$0" "$@"
+  fi
+}

@@ -15,6 +15,7 @@ python=${BLACKWELL_VENV:-$root/.venv}/bin/python
 # shellcheck source=tools/lab/owned-dir.sh
 . "$root/tools/lab/owned-dir.sh"
 owned_dir "$dest"
+lock_script "$dest/.lock" "$@"
 find_wheel() {
   find "$dest" -maxdepth 1 -name "sglang-$version-*.whl" \( -name '*-py3-none-any.whl' -o -name '*-cp311-*manylinux*x86_64.whl' \) 2>/dev/null | sort | head -n 1 || true
 }
