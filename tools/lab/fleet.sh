@@ -61,9 +61,24 @@ start_node() {
   fi
 }
 
+# A node whose systemd exited while booting (seen a few times on a 2-core machine starting
+# several labs at once) gets its exit code and log printed and is started once more.
+ensure_running() {
+  local name=$1 state
+  state=$(podman inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$name")
+  [ "${state%% *}" = running ] && return 0
+  echo "fleet: $name stopped while booting (state, exit code: $state); its log:" >&2
+  podman logs --tail 40 "$name" >&2 || true
+  podman start "$name" >/dev/null
+  sleep 2
+  state=$(podman inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$name")
+  [ "${state%% *}" = running ] || die "$name stopped again while booting (state, exit code: $state)"
+}
+
 # What cloud-init does with the key a cloud user is given at launch.
 authorize_key() {
   local name=$1
+  ensure_running "$name"
   podman exec -i --user "$user" "$name" sh -c \
     'umask 077 && mkdir -p ~/.ssh && cat >~/.ssh/authorized_keys' <"$state/id_ed25519.pub"
 }
