@@ -26,7 +26,7 @@ author:
 options:
   python:
     description:
-      - The interpreter whose torch runs the test, for example C(/opt/sglang/venv/bin/python).
+      - The interpreter whose torch runs the test, for example C(/opt/sglang/current/bin/python).
     type: path
     required: true
   sizes_kib:
@@ -77,7 +77,7 @@ notes:
 EXAMPLES = r"""
 - name: All-reduce over the node's GPUs with the SGLang venv's torch
   blackwell.sglang.nccl_smoke:
-    python: /opt/sglang/venv/bin/python
+    python: /opt/sglang/current/bin/python
     environment:
       NCCL_NVLS_ENABLE: "0"
   register: smoke

@@ -120,17 +120,17 @@ notes:
 EXAMPLES = r"""
 - name: Add compute capability 12 (SM120) to SGLang in its virtualenv
   blackwell.sglang.sglang_capmap:
-    venv: /opt/sglang/venv
+    venv: /opt/sglang/current
 
 - name: Keep a PCIe-only host on the two-shot path while enabling the size limits
   blackwell.sglang.sglang_capmap:
-    path: /opt/sglang/venv/lib/python3.11/site-packages/sglang
+    path: /opt/sglang/current/lib/python3.11/site-packages/sglang
     values:
       TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM: []
 
 - name: Take the entries back out, restoring SGLang's own files
   blackwell.sglang.sglang_capmap:
-    venv: /opt/sglang/venv
+    venv: /opt/sglang/current
     state: absent
 """
 
@@ -152,7 +152,7 @@ targets:
     path:
       description: The target file's absolute path.
       type: str
-      sample: /opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/distributed/device_communicators/all_reduce_utils.py
+      sample: /opt/sglang/current/lib/python3.11/site-packages/sglang/srt/distributed/device_communicators/all_reduce_utils.py
     status:
       description:
         - V(added), V(updated) (this module's entry got a new value), V(already present) (this
@@ -163,13 +163,13 @@ targets:
   sample:
     - file: srt/distributed/device_communicators/all_reduce_utils.py
       name: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES
-      path: /opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/distributed/device_communicators/all_reduce_utils.py
+      path: /opt/sglang/current/lib/python3.11/site-packages/sglang/srt/distributed/device_communicators/all_reduce_utils.py
       status: added
 package:
   description: The sglang package directory that was examined.
   returned: always
   type: str
-  sample: /opt/sglang/venv/lib/python3.11/site-packages/sglang
+  sample: /opt/sglang/current/lib/python3.11/site-packages/sglang
 sglang_version:
   description: SGLang's version from the package metadata beside the package, null when there is none.
   returned: always
@@ -181,14 +181,14 @@ bytecode_removed:
   type: list
   elements: str
   sample:
-    - /opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/distributed/device_communicators/__pycache__/torch_symm_mem.cpython-311.pyc
+    - /opt/sglang/current/lib/python3.11/site-packages/sglang/srt/distributed/device_communicators/__pycache__/torch_symm_mem.cpython-311.pyc
 backup_files:
   description: The backups made when O(backup=true).
   returned: always
   type: list
   elements: str
   sample:
-    - /opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/distributed/device_communicators/all_reduce_utils.py.1234.2026-01-01@00:00:00~
+    - /opt/sglang/current/lib/python3.11/site-packages/sglang/srt/distributed/device_communicators/all_reduce_utils.py.1234.2026-01-01@00:00:00~
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -54,7 +54,7 @@ notes:
 EXAMPLES = r"""
 - name: Read the flags of the SGLang release in the service venv
   blackwell.sglang.sglang_server_flags:
-    venv: /opt/sglang/venv
+    venv: /opt/sglang/current
     check_flags:
       - --enable-torch-symm-mem
       - --speculative-algorithm
@@ -71,7 +71,7 @@ package_dir:
   description: Directory of the C(sglang) package that was read.
   returned: success
   type: str
-  sample: /opt/sglang/venv/lib/python3.11/site-packages/sglang
+  sample: /opt/sglang/current/lib/python3.11/site-packages/sglang
 version:
   description: Release number from the installed distribution's metadata.
   returned: success

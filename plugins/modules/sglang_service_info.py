@@ -42,6 +42,12 @@ options:
       - Seconds to wait for the health URL to answer.
     type: int
     default: 5
+  release_link:
+    description:
+      - The symbolic link to the active release's venv that the unit runs from (for example
+        C(/opt/sglang/current)). Where it points now, and which release the main process runs
+        (its interpreter's venv, from C(/proc/<pid>/cmdline)), are reported in RV(release).
+    type: path
 attributes:
   check_mode:
     support: full
@@ -57,7 +63,7 @@ EXAMPLES = r"""
     name: sglang.service
     watch:
       - /etc/systemd/system/sglang.service
-      - /opt/sglang/venv/lib/python3*/site-packages/sglang/srt/distributed/device_communicators/*.py
+      - /opt/sglang/current/lib/python3*/site-packages/sglang/srt/distributed/device_communicators/*.py
     health_url: http://127.0.0.1:30000/health
   register: sglang_state
 
@@ -123,6 +129,21 @@ newer_than_start:
   returned: always
   type: list
   elements: str
+release:
+  description: >-
+    Where O(release_link) points and which release the main process runs; both resolved, and
+    empty when unknown (no link, no process, a process not started from a venv).
+  returned: when O(release_link) is set
+  type: dict
+  contains:
+    linked:
+      description: The directory the link resolves to.
+      type: str
+      sample: /opt/sglang/releases/0.5.23
+    running:
+      description: The venv the main process's interpreter belongs to.
+      type: str
+      sample: /opt/sglang/releases/0.5.8
 health:
   description: The answer of O(health_url) while the service is active.
   returned: always
@@ -160,6 +181,21 @@ def _mtimes(patterns):
     return found
 
 
+def _release(link, main_pid):
+    linked = os.path.realpath(link) if os.path.islink(link) else ""
+    running = ""
+    if main_pid:
+        try:
+            with open("/proc/%d/cmdline" % main_pid, "rb") as handle:
+                argv0 = handle.read().split(b"\0")[0].decode("utf-8", "replace")
+        except (IOError, OSError):
+            argv0 = ""
+        bindir = os.path.dirname(argv0)
+        if os.path.basename(bindir) == "bin" and os.path.isfile(os.path.join(bindir, "..", "pyvenv.cfg")):
+            running = os.path.realpath(os.path.dirname(bindir))
+    return {"linked": linked, "running": running}
+
+
 def _health(url, timeout):
     try:
         response = open_url(url, method="GET", timeout=timeout, validate_certs=False)
@@ -177,6 +213,7 @@ def main():
             watch=dict(type="list", elements="path", default=[]),
             health_url=dict(type="str"),
             health_timeout=dict(type="int", default=5),
+            release_link=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -193,6 +230,8 @@ def main():
     if module.params["health_url"] and result["active_state"] == "active":
         health = _health(module.params["health_url"], module.params["health_timeout"])
     result["health"] = health
+    if module.params["release_link"]:
+        result["release"] = _release(module.params["release_link"], result["main_pid"])
     module.exit_json(changed=False, **result)
 
 

@@ -41,10 +41,16 @@ options:
     description:
       - Further paths (the venv's parent directory, the service account's home) whose type,
         mode and ownership are reported in RV(paths), so the caller can skip a C(file) task
-        for a path that already matches.
+        for a path that already matches. A symbolic link is reported as the link, with its
+        target.
     type: list
     elements: path
     default: []
+  releases:
+    description:
+      - A directory of releases, one venv per subdirectory; its subdirectories are listed in
+        RV(releases), newest first.
+    type: path
 attributes:
   check_mode:
     support: full
@@ -57,7 +63,7 @@ attributes:
 EXAMPLES = r"""
 - name: Read the SGLang venv
   blackwell.sglang.sglang_venv_info:
-    venv: /opt/sglang/venv
+    venv: /opt/sglang/releases/0.5.23
     python: /usr/bin/python3
     uv_venv: /opt/sglang/uv
   register: sglang_venv
@@ -72,7 +78,7 @@ venv:
   description: The venv asked about (O(venv)), so a registered result says what it describes.
   returned: always
   type: str
-  sample: /opt/sglang/venv
+  sample: /opt/sglang/releases/0.5.23
 venv_exists:
   description: Whether O(venv) holds a C(pyvenv.cfg).
   returned: always
@@ -83,7 +89,7 @@ site_packages:
     when there is none.
   returned: always
   type: str
-  sample: /opt/sglang/venv/lib/python3.11/site-packages
+  sample: /opt/sglang/releases/0.5.23/lib/python3.11/site-packages
 sglang_dist_infos:
   description: Every C(sglang-*.dist-info) directory in the venv's site-packages, sorted.
   returned: always
@@ -128,10 +134,19 @@ paths:
   description: >-
     One entry per path in O(paths), keyed by the path: C(exists), C(isdir), C(mode) (four octal
     digits), C(owner) and C(group) (names, or numeric ids without a name). Only C(exists) when
-    the path does not exist.
+    the path does not exist. A symbolic link has C(islink) true and its target in C(link);
+    C(mode), C(owner) and C(group) are then the link's own.
   returned: always
   type: dict
-  sample: {"/opt/sglang": {"exists": true, "isdir": true, "mode": "0755", "owner": "root", "group": "root"}}
+  sample: {"/opt/sglang": {"exists": true, "isdir": true, "islink": false, "mode": "0755", "owner": "root", "group": "root"}}
+releases:
+  description: >-
+    The subdirectories of O(releases) (not links), newest modification first: C(path), C(name)
+    and C(mtime) (seconds since the epoch). Empty when the directory does not exist.
+  returned: when O(releases) is set
+  type: list
+  elements: dict
+  sample: [{"path": "/opt/sglang/releases/0.5.23", "name": "0.5.23", "mtime": 1796000000.0}]
 uv_venv_exists:
   description: Whether O(uv_venv) holds a C(pyvenv.cfg).
   returned: when O(uv_venv) is set
@@ -186,9 +201,10 @@ def _version(dist_info):
 
 def _path_stat(path):
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
         return {"exists": False}
+    link = os.readlink(path) if stat.S_ISLNK(st.st_mode) else None
     try:
         owner = pwd.getpwuid(st.st_uid).pw_name
     except KeyError:
@@ -197,11 +213,31 @@ def _path_stat(path):
         group = grp.getgrgid(st.st_gid).gr_name
     except KeyError:
         group = str(st.st_gid)
-    return {"exists": True, "isdir": stat.S_ISDIR(st.st_mode),
-            "mode": "%04o" % stat.S_IMODE(st.st_mode), "owner": owner, "group": group}
+    result = {"exists": True, "isdir": stat.S_ISDIR(st.st_mode), "islink": link is not None,
+              "mode": "%04o" % stat.S_IMODE(st.st_mode), "owner": owner, "group": group}
+    if link is not None:
+        result["link"] = link
+    return result
 
 
-def venv_info(venv, python=None, uv_venv=None, paths=()):
+def _releases(directory):
+    found = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return found
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            found.append({"path": path, "name": name, "mtime": st.st_mtime})
+    return sorted(found, key=lambda r: (r["mtime"], r["name"]), reverse=True)
+
+
+def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None):
     """Everything the roles need to know about the venv; reads files only."""
     site_dirs = _site_packages(venv)
     dists = _dist_infos(site_dirs, "sglang")
@@ -228,6 +264,8 @@ def venv_info(venv, python=None, uv_venv=None, paths=()):
         uv_dists = _dist_infos(_site_packages(uv_venv), "uv")
         result["uv_venv_exists"] = os.path.isfile(os.path.join(uv_venv, "pyvenv.cfg"))
         result["uv_version"] = _version(uv_dists[0]) if len(uv_dists) == 1 else ""
+    if releases:
+        result["releases"] = _releases(releases)
     return result
 
 
@@ -238,11 +276,12 @@ def main():
             python=dict(type="path"),
             uv_venv=dict(type="path"),
             paths=dict(type="list", elements="path", default=[]),
+            releases=dict(type="path"),
         ),
         supports_check_mode=True,
     )
     info = venv_info(module.params["venv"], module.params["python"], module.params["uv_venv"],
-                     module.params["paths"])
+                     module.params["paths"], module.params["releases"])
     module.exit_json(changed=False, **info)
 
 

@@ -38,9 +38,9 @@ NODES = 4
 PREFIX = "drift-accuracy"
 PLAYBOOK = ROOT / "site.yml"
 # The lab's release, reinstalled from the lab wheelhouse with the uv the role installed.
-REINSTALL = ("/opt/sglang/uv/bin/uv pip install -q --python /opt/sglang/venv/bin/python --reinstall "
+REINSTALL = ("/opt/sglang/uv/bin/uv pip install -q --python /opt/sglang/current/bin/python --reinstall "
              "--no-deps --no-index --find-links /srv/wheelhouse sglang==0.5.8")
-PATCHED = ("/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/distributed/"
+PATCHED = ("/opt/sglang/releases/0.5.8/lib/python3.11/site-packages/sglang/srt/distributed/"
            "device_communicators/all_reduce_utils.py")
 
 # node number -> (tampering, as root on the node; the drift the report must show there)
@@ -260,7 +260,7 @@ def test_converge_repairs_every_drift(fleet):
     assert report["summary"]["drifted_hosts"] == 0
 
 
-SITE_PACKAGES = "/opt/sglang/venv/lib/python3.11/site-packages"
+SITE_PACKAGES = "/opt/sglang/releases/0.5.8/lib/python3.11/site-packages"
 RESTART = "sglang_service : Restart sglang to load what changed under it, or to recover its health"
 # Drift that no file task of the roles shows: a drop-in that replaces ExecStart, a file the
 # running server loaded changed under it, a server that runs but fails /health, a change of the
@@ -273,13 +273,14 @@ NEW_KINDS = {
           "[/etc/systemd/system/sglang.service.d/override.conf]",
           "/etc/systemd/system/sglang.service.d/override.conf would be removed")]),
     2: (f"sleep 1 && touch {PATCHED}",
-        [(RESTART, drift._short(f"restart sglang: changed after the server started: {PATCHED}"))]),
+        [(RESTART, drift._short("restart sglang: changed after the server started: "
+                                + PATCHED.replace("/releases/0.5.8/", "/current/")))]),
     3: ("echo '{\"mode\": \"unhealthy\"}' >/etc/sglang-standin/config.json && systemctl restart sglang && "
         "sleep 2 && echo '{\"mode\": \"serve\", \"health_delay\": 1.0}' >/etc/sglang-standin/config.json",
         [(RESTART, "restart sglang: running but /health answered 503")]),
     4: (None,
         [("sglang_install : Write the install requirements",
-          "content of /opt/sglang/venv/blackwell-requirements.txt would change (+1 -0 lines)")]),
+          "content of /opt/sglang/releases/0.5.8/blackwell-requirements.txt would change (+1 -0 lines)")]),
 }
 
 
@@ -352,7 +353,9 @@ def test_a_failed_batch_leaves_the_later_batches_not_checked(fleet):
                         node(3): ("not checked", why), node(4): ("not checked", why)}
     failures = report["hosts"][node(2)]["failures"]
     assert [f["label"] for f in failures] == ["sglang_install : Fail with what the installer said"]
-    assert failures[0]["reason"].startswith("sglang_install: installing SGLang 9.9.9 into /opt/sglang/venv failed:"), failures
+    assert failures[0]["reason"].startswith("sglang_install: installing SGLang 9.9.9 into /opt/sglang/releases/9.9.9 failed:"), failures
+    # The release's venv made for the failed install went with it.
+    assert on_node(2, "ls /opt/sglang/releases").split() == ["0.5.8"]
     # The installer's own failure was handled by the rescue that reported it.
     assert "sglang_install : Install the pinned SGLang release 9.9.9" in not_judged(report["hosts"][node(2)])
     # Node 2 serves the release it had, and takes the converge that follows.
@@ -437,6 +440,52 @@ def test_the_newest_release_shows_the_crash_policy_and_the_pcie_all_reduce(fleet
     assert lab_summary(fleet, "summary-back")[node(2)]["Patch"] == PATCH
 
 
+STANDIN_CONFIG = "/etc/sglang-standin/config.json"
+SERVE = '{"mode": "serve", "health_delay": 1.0}'
+REFUSE_0_5_23 = '{"mode": "serve", "health_delay": 1.0, "refuse_versions": ["0.5.23"]}'
+HEALTH = "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/health').status)\""
+
+
+def test_an_upgrade_the_engine_refuses_is_rolled_back_and_the_next_batch_never_touched(fleet):
+    """Release 0.5.23 on nodes 1 to 3 in batches of one, with the stand-in told to refuse that
+    release, as an engine that crashes at start-up would. Node 1 installs it beside 0.5.8,
+    patches it, switches to it and fails its gate as soon as systemd gives up; it goes back to
+    0.5.8 with its previous unit and serves again, and the host fails saying so. Nodes 2 and 3
+    are never touched, and node 1 has no drift from the lab's settings afterwards."""
+    for i in (1, 2, 3):
+        on_node(i, f"echo '{REFUSE_0_5_23}' >{STANDIN_CONFIG}")
+    units = {i: on_node(i, "sha256sum /etc/systemd/system/sglang.service") for i in (1, 2, 3)}
+    started = {i: launches(i) for i in (1, 2, 3)}
+    try:
+        run = converge(fleet, "--limit", ",".join(node(i) for i in (1, 2, 3)), "-e", "sglang_rollout_serial=1",
+                       env={"LAB_SGLANG_VERSION": "0.5.23", "LAB_CRASH_POLICY": "warn"})
+    finally:
+        for i in (1, 2, 3):
+            on_node(i, f"echo '{SERVE}' >{STANDIN_CONFIG}")
+    assert run.returncode == 2, run.stdout[-5000:]
+    assert (f"sglang_service: sglang.service on {node(1)} failed (systemd gave up restarting it: failed/failed) "
+            "(/health: no answer) after the switch to /opt/sglang/releases/0.5.23 and a change of its unit; "
+            "rolled back to the previous release /opt/sglang/releases/0.5.8 with its previous unit, which answers "
+            "/health again: the node serves what it served before. The rollout stops here. "
+            "Last lines of its journal: ") in run.stdout, run.stdout[-5000:]
+    # Node 1: the new release stays beside the old one; the link, the unit and the engine are back.
+    assert sorted(on_node(1, "ls /opt/sglang/releases").split()) == ["0.5.23", "0.5.8"]
+    assert on_node(1, "readlink /opt/sglang/current").strip() == "/opt/sglang/releases/0.5.8"
+    assert on_node(1, "sha256sum /etc/systemd/system/sglang.service") == units[1]
+    tried = [json.loads(line) for line in on_node(1, f"tail -n +{started[1] + 1} /var/lib/sglang-standin/launches.jsonl").splitlines()]
+    assert [(launch["sglang_version"], launch["mode"]) for launch in tried] == [("0.5.23", "refused")] * 3 + [("0.5.8", "serve")]
+    assert tried[-1]["python"] == "/opt/sglang/releases/0.5.8/bin/python"
+    assert on_node(1, HEALTH).strip() == "200"
+    # The next batches: not a file, not a launch.
+    for i in (2, 3):
+        assert on_node(i, "sha256sum /etc/systemd/system/sglang.service") == units[i], node(i)
+        assert launches(i) == started[i], node(i)
+        assert on_node(i, "readlink /opt/sglang/current").strip() == "/opt/sglang/releases/0.5.8", node(i)
+    assert on_node(3, "ls /opt/sglang/releases").split() == ["0.5.8"]
+    code, report, output = drift_report(fleet, "rolled-back")
+    assert code == 0, output
+
+
 def test_a_lost_gpu_does_not_shrink_the_tensor_parallel_size(fleet):
     """Node 2's nvidia-smi lists 7 of its 8 GPUs (a copy of its recording without the last): the
     TP size, taken from the GPU count, was 8 at deploy, so the converge refuses before writing
@@ -488,7 +537,7 @@ def test_fresh_and_broken_nodes_report_drift_never_a_failure(fleet):
     assert (fresh["status"], fresh["failures"]) == ("drift", [])
     drifted = [f["label"] for f in fresh["drift"]]
     for task in ("cuda13 : Configure the CUDA repository", "cuda13 : Install the packages the role's apt tasks run on",
-                 "sglang_install : Create the SGLang user", "sglang_install : Create the venv with uv"):
+                 "sglang_install : Create the SGLang user", "sglang_install : Create the release's venv with uv"):
         assert task in drifted, drifted
     assert "cuda13 : Install the toolkit package" in not_judged(fresh)
     assert (report["hosts"][node(2)]["status"], report["hosts"][node(2)]["drift"]) == ("ok", [])

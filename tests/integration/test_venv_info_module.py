@@ -135,9 +135,32 @@ def test_paths_report_type_mode_and_owner(tmp_path):
     me = pwd.getpwuid(os.getuid()).pw_name
     group = grp.getgrgid(os.getgid()).gr_name
     assert res["paths"] == {
-        str(tmp_path): {"exists": True, "isdir": True, "mode": "0750", "owner": me, "group": group},
+        str(tmp_path): {"exists": True, "isdir": True, "islink": False, "mode": "0750", "owner": me, "group": group},
         str(missing): {"exists": False},
     }
+
+
+def test_releases_newest_first_and_the_link_with_its_target(tmp_path):
+    """The release layout: subdirectories newest first (a file and a link among them are not
+    releases), and the active-release link reported as a link, with its target as written."""
+    releases = tmp_path / "releases"
+    for name, mtime in (("0.5.8", 1000), ("0.5.23", 3000), ("0.5.18", 2000)):
+        (releases / name).mkdir(parents=True)
+        os.utime(releases / name, (mtime, mtime))
+    (releases / "notes.txt").write_text("not a release\n")
+    (releases / "latest").symlink_to(releases / "0.5.23")
+    current = tmp_path / "current"
+    current.symlink_to(releases / "0.5.18")
+    rc, res = run_module({"venv": str(releases / "0.5.18"), "paths": [str(current)], "releases": str(releases)})
+    assert rc == 0, res
+    assert res["releases"] == [{"path": str(releases / name), "name": name, "mtime": float(mtime)}
+                               for name, mtime in (("0.5.23", 3000), ("0.5.18", 2000), ("0.5.8", 1000))]
+    me = pwd.getpwuid(os.getuid()).pw_name
+    group = grp.getgrgid(os.getgid()).gr_name
+    assert res["paths"] == {str(current): {"exists": True, "isdir": False, "islink": True, "mode": "0777",
+                                           "owner": me, "group": group, "link": str(releases / "0.5.18")}}
+    rc, res = run_module({"venv": str(releases / "0.5.18"), "releases": str(tmp_path / "none")})
+    assert (rc, res["releases"]) == (0, [])
 
 
 def test_venv_is_required():

@@ -1,7 +1,8 @@
 """Rolling restarts through site.yml on three lab nodes (batches of one): batches go one after
 another, each gated on health, and a node that fails its gate stops the rollout while the
-others keep serving. An engine that crashes until systemd gives up ends the gate at once,
-whatever its timeout, with the engine's last journal lines."""
+others keep serving. The failed node goes back to its previous unit and is gated again. An
+engine that crashes until systemd gives up ends the gate at once, whatever its timeout, with
+the engine's last journal lines."""
 from __future__ import annotations
 
 import json
@@ -42,6 +43,8 @@ def test_first_rollout_started_each_node_after_the_previous_one_was_healthy():
 
 
 def test_a_node_failing_its_health_gate_stops_the_rollout_and_the_others_keep_serving():
+    """Node 2's engine never becomes healthy, whatever its unit: the rollback to its previous
+    unit does not heal it either, and the message says the node is down."""
     hosts = _hosts()
     before = {name: len(records(host, LAUNCHES)) for name, host in hosts.items()}
     unit_before = {name: host.file(UNIT).sha256sum for name, host in hosts.items()}
@@ -56,7 +59,9 @@ def test_a_node_failing_its_health_gate_stops_the_rollout_and_the_others_keep_se
     message, head, journal = gate_failure(proc, "rollout-node2")
     assert head == (
         "sglang_service: sglang.service on rollout-node2 did not become healthy within 6s "
-        "(/health: 503); the rollout stops here."
+        "(/health: 503) after a change of its unit; rolled back to its previous unit, and after the "
+        "rollback it did not become healthy within 6s (/health: 503) as well: the node is down. "
+        "The rollout stops here."
     )
     assert "Started sglang.service" in journal, message
 
@@ -64,9 +69,12 @@ def test_a_node_failing_its_health_gate_stops_the_rollout_and_the_others_keep_se
     node1 = records(hosts["rollout-node1"], LAUNCHES)
     assert len(node1) == before["rollout-node1"] + 1
     assert node1[-1]["argv"][-2:] == ["--log-level", "info"]
-    # Batch 2 was restarted and failed its gate.
+    # Batch 2 was restarted, failed its gate, and was restarted on its previous unit.
     node2 = records(hosts["rollout-node2"], LAUNCHES)
-    assert len(node2) == before["rollout-node2"] + 1 and node2[-1]["mode"] == "unhealthy"
+    assert len(node2) == before["rollout-node2"] + 2, node2
+    assert node2[-2]["argv"][-2:] == ["--log-level", "info"] and node2[-2]["mode"] == "unhealthy"
+    assert "--log-level" not in node2[-1]["argv"] and node2[-1]["mode"] == "unhealthy"
+    assert hosts["rollout-node2"].file(UNIT).sha256sum == unit_before["rollout-node2"]
     # Batch 3 was never touched: same unit, no new launch.
     assert len(records(hosts["rollout-node3"], LAUNCHES)) == before["rollout-node3"]
     assert hosts["rollout-node3"].file(UNIT).sha256sum == unit_before["rollout-node3"]
@@ -76,13 +84,16 @@ def test_a_node_failing_its_health_gate_stops_the_rollout_and_the_others_keep_se
         assert hosts[name].run("python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/health').status)\"").stdout.strip() == "200"
 
 
-def test_a_unit_that_systemd_gave_up_on_ends_the_gate_at_once():
-    """The stand-in exits at every start: after StartLimitBurst (3) starts the unit is `failed`.
-    The gate's timeout is an hour, so a message saying the unit failed is the gate ending on
-    the unit's state, not on its timeout."""
+def test_a_unit_that_systemd_gave_up_on_ends_the_gate_at_once_and_is_rolled_back():
+    """The stand-in exits at every start with the new launch argument: after StartLimitBurst
+    (3) starts the unit is `failed`. The gate's timeout is an hour, so a message saying the unit
+    failed is the gate ending on the unit's state, not on its timeout. The previous unit, which
+    the engine runs, comes back and serves."""
     hosts = _hosts()
     node1 = hosts["rollout-node1"]
-    node1.check_output("echo %s > /etc/sglang-standin/config.json", json.dumps({"mode": "exit"}))
+    unit_before = node1.file(UNIT).sha256sum
+    node1.check_output("echo %s > /etc/sglang-standin/config.json",
+                       json.dumps({"mode": "serve", "health_delay": 1.0, "refuse_args": ["debug"]}))
     before = len(records(node1, LAUNCHES))
     try:
         proc = run_playbook(
@@ -96,11 +107,16 @@ def test_a_unit_that_systemd_gave_up_on_ends_the_gate_at_once():
     message, head, journal = gate_failure(proc, "rollout-node1")
     assert head == (
         "sglang_service: sglang.service on rollout-node1 failed (systemd gave up restarting it: failed/failed) "
-        "(/health: no answer); the rollout stops here."
+        "(/health: no answer) after a change of its unit; rolled back to its previous unit, which answers "
+        "/health again: the node serves what it served before. The rollout stops here."
     ), message
     assert "sglang.service: Start request repeated too quickly." in journal, message
-    assert len(records(node1, LAUNCHES)) == before + 3
-    # The next converge, with the engine fixed, brings it back.
+    launches = records(node1, LAUNCHES)
+    assert [launch["mode"] for launch in launches[before:]] == ["refused"] * 3 + ["serve"], launches[before:]
+    assert node1.file(UNIT).sha256sum == unit_before
+    assert node1.run("systemctl is-active sglang.service").stdout.strip() == "active"
+    assert node1.run("python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/health').status)\"").stdout.strip() == "200"
+    # The node runs what the inventory asks for: the next converge changes nothing.
     repaired = run_playbook(CONVERGE, SKIP, "--limit=rollout-node1")
     assert repaired.returncode == 0, repaired.stdout[-5000:]
-    assert node1.run("systemctl is-active sglang.service").stdout.strip() == "active"
+    assert len(records(node1, LAUNCHES)) == before + 4

@@ -23,7 +23,9 @@ import testinfra
 SCENARIO = Path(__file__).resolve().parent.parent
 PROBE = (Path(__file__).resolve().parent / "probe_sglang.py").read_text(encoding="utf-8")
 INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
-VENV = "/opt/sglang/venv"
+# The link to the active release, which the probe and the checks read through.
+VENV = "/opt/sglang/current"
+RELEASES = "/opt/sglang/releases"
 SM120, SM90 = "sglang-patch-sm120", "sglang-patch-sm90"
 RELEASE_A, RELEASE_B = "0.5.8", "0.5.18"
 ALL_REDUCE = "srt/distributed/device_communicators/all_reduce_utils.py"
@@ -164,16 +166,28 @@ def test_one_restart_requested_for_the_patch(host):
 
 # --- stages driven from the controller, in order ----------------------------------------------
 
+def new_release(release, *after):
+    """What installing a release beside the active one changes on a node, per installer."""
+    role = "blackwell.sglang.sglang_install : "
+    files = [role + "Write the install requirements", role + "Write the install constraints",
+             role + "Write the package sources", role + f"Install the pinned SGLang release {release}",
+             role + f"Point the active-release link at release {release}", *after]
+    return {SM120: [role + "Create the release's venv with uv"] + files,
+            SM90: [role + "Create the release's venv with the interpreter's venv module"] + files}
+
+
 def test_upgrade_to_release_b_drops_the_patch():
     changed, _report = playbook("upgrade.yml", "-e", f"sglang_install_version={RELEASE_B}")
-    install = f"blackwell.sglang.sglang_install : Install the pinned SGLang release {RELEASE_B}"
-    # The request beside the venv names the new release, then the installer runs.
-    request = "blackwell.sglang.sglang_install : Write the install requirements"
-    assert changed == {SM120: [request, install], SM90: [request, install]}
+    # Release B gets a venv of its own beside A, and the link is switched to it.
+    assert changed == new_release(RELEASE_B)
     for name in (SM120, SM90):
         state = probe(name)
         assert state["version"] == RELEASE_B
         assert_pristine(state)
+        host = node(name)
+        assert host.check_output("readlink %s", VENV) == f"{RELEASES}/{RELEASE_B}"
+        # Release A stays, patched as it was, to go back to.
+        assert host.check_output("ls %s", RELEASES).split() == [RELEASE_A, RELEASE_B]
     # uv compiled release B's bytecode, the two modules included.
     assert probe(SM120)["missing_bytecode"] == []
 
@@ -256,7 +270,7 @@ def test_cuda_12_torch_fails_the_cuda_13_policy():
         )
         assert changed == {SM90: []}
         assert failures(report) == {
-            SM90: "torch in /opt/sglang/venv is built for CUDA '12.8', not CUDA 13.x; install a CUDA 13 torch "
+            SM90: f"torch in {RELEASES}/{RELEASE_B} is built for CUDA '12.8', not CUDA 13.x; install a CUDA 13 torch "
                   "(for example from PyTorch's cu130 index through sglang_install_extra_index_urls)"
         }
     finally:
@@ -310,9 +324,10 @@ def test_a_lock_that_pins_another_release_is_refused_before_any_change():
 def test_a_hash_locked_install_passes():
     changed, report = playbook("upgrade.yml", "-e", json.dumps(
         {"sglang_install_version": RELEASE_C, "sglang_install_requirements_lock": lock(RELEASE_C)}))
-    install = f"blackwell.sglang.sglang_install : Install the pinned SGLang release {RELEASE_C}"
-    request = "blackwell.sglang.sglang_install : Write the install requirements"
-    assert changed == {SM120: [request, install], SM90: [request, install]}
+    # Release C comes beside B; A, the oldest, goes (sglang_install_keep_releases: 2).
+    assert changed == new_release(RELEASE_C, "blackwell.sglang.sglang_install : Remove releases beyond sglang_install_keep_releases")
+    for name in (SM120, SM90):
+        assert node(name).check_output("ls %s", RELEASES).split() == [RELEASE_B, RELEASE_C]
     for name, argv in install_commands(report).items():
         assert "--require-hashes" in argv, (name, argv)
         # The wheelhouse reaches the installer through its sources file, not the command line.
@@ -338,7 +353,7 @@ def test_a_tampered_wheel_fails_the_hashes_and_leaves_the_install_untouched():
     finally:
         for name in (SM120, SM90):
             node(name).check_output("rm -rf %s", TAMPERED)
-    prefix = f"sglang_install: installing SGLang {RELEASE_B} into {VENV} failed: "
+    prefix = f"sglang_install: installing SGLang {RELEASE_B} into {RELEASES}/{RELEASE_B} failed: "
     assert failures(report) == {
         SM120: prefix + f"cause: Hash mismatch for `sglang=={RELEASE_B}`",
         SM90: prefix + "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. If you have"

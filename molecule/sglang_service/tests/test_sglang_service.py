@@ -92,8 +92,11 @@ def test_service_runs_under_systemd_as_the_service_user(node):
     assert host.run("systemctl is-enabled sglang.service").stdout.strip() == "enabled"
     launch = records(host, LAUNCHES)[-1]
     assert launch["user"] == "sglang"
-    assert launch["python"] == "/opt/sglang/venv/bin/python"
-    assert launch["sglang_path"] == ["/opt/sglang/venv/lib/python3.11/site-packages/sglang"]
+    # The unit names the link; the launcher runs on from the release it points at.
+    release = host.check_output("readlink /opt/sglang/current")
+    assert release.startswith("/opt/sglang/releases/0.5.")
+    assert launch["python"] == f"{release}/bin/python"
+    assert launch["sglang_path"] == [f"{release}/lib/python3.11/site-packages/sglang"]
     pid = host.run("systemctl show -p MainPID --value sglang.service").stdout.strip()
     assert str(launch["pid"]) == pid
     assert records(host, HEALTHY), "the health gate never saw /health answer 200"
@@ -108,7 +111,7 @@ def test_environment_of_the_engine(node):
     name, host = node
     environ = records(host, LAUNCHES)[-1]["environ"]
     assert environ["CUDA_HOME"] == "/usr/local/cuda"
-    assert environ["PATH"].startswith("/usr/local/cuda/bin:/opt/sglang/venv/bin:")
+    assert environ["PATH"].startswith("/usr/local/cuda/bin:/opt/sglang/current/bin:")
     # The secrets reach the engine only through the environment file.
     assert environ["HF_TOKEN"] == HF_TOKEN
     assert environ["SGLANG_API_KEY"] == API_KEY
@@ -144,7 +147,7 @@ def test_secrets_only_in_the_environment_file(node):
     for secret in SECRETS:
         assert secret not in unit and secret not in show and secret not in cat
     # The key reaches the engine through the launcher, not through ExecStart.
-    assert "ExecStart=/opt/sglang/venv/bin/python %s \\\n" % LAUNCHER in unit
+    assert "ExecStart=/opt/sglang/current/bin/python %s \\\n" % LAUNCHER in unit
     assert "--api-key" not in unit and "SGLANG_API_KEY" not in show
     env_file = host.check_output("cat %s", ENV_FILE)
     assert 'HF_TOKEN="%s"' % HF_TOKEN in env_file
@@ -208,7 +211,7 @@ def test_refuses_a_flag_the_release_does_not_have(node):
                         extra_vars={"sglang_service_extra_args": ["--flashinfer-allreduce-fusion-backend=auto"]})
     assert proc.returncode == 2
     assert failure_message(proc, name) == (
-        "sglang_service: SGLang 0.5.8 installed in /opt/sglang/venv has no "
+        "sglang_service: SGLang 0.5.8 installed in /opt/sglang/current has no "
         "--flashinfer-allreduce-fusion-backend; nothing was written. Remove or rename it "
         "(sglang_service_extra_args and the sglang_service_* feature switches), or install a "
         "release that has it."

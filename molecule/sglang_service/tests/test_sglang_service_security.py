@@ -31,7 +31,7 @@ API_KEY = "sk-labSECRETkey93ab"
 ROTATED_KEY = "sk-labROTATEDkey4e27"
 HF_TOKEN = "hf_labSECRETtoken5d1f"
 NODES = ["sglang_service-old", "sglang_service-new"]
-SITE_PACKAGES = "/opt/sglang/venv/lib/python3.11/site-packages"
+SITE_PACKAGES = "/opt/sglang/current/lib/python3.11/site-packages"
 # The statement each release's engine.py logs its server arguments with, key included.
 ENGINE_LOGGING = {
     "sglang_service-old": 'logger.info(f"{server_args=}")',  # 0.5.8
@@ -93,7 +93,8 @@ def _assert_key_hidden(host, secrets, since):
     processes = json.loads(host.check_output("python3 -c %s", PROCESSES))
     main_pid = _main_pid(host)
     assert main_pid in processes and len(processes) >= 2, processes  # the engine and its spawned child
-    assert processes[main_pid][:2] == ["/opt/sglang/venv/bin/python", LAUNCHER]
+    release = host.check_output("readlink /opt/sglang/current")
+    assert processes[main_pid][:2] == [f"{release}/bin/python", LAUNCHER]
     for secret in secrets:
         assert secret not in journal
         assert secret not in show

@@ -14,6 +14,12 @@ starts its scheduler and detokenizer processes with multiprocessing's spawn meth
 runs this file again (as ``__mp_main__``) in each child before anything else, so the children
 mask too; they inherit the environment the secrets are read from.
 
+The venv systemd names is the link to the active release (/opt/sglang/current). Before anything
+else the launcher executes itself again with that release's own interpreter path, so the
+server runs from the release the link pointed at when it started, whatever the link points at
+later (a module imported after a switch still comes from the same release), and its
+``/proc/<pid>/cmdline`` tells which release it runs.
+
 Not covered: bytes written to file descriptors 1 and 2 below Python (C extensions, a fatal
 error's faulthandler dump), and a secret split over two separate ``write`` calls.
 """
@@ -95,6 +101,14 @@ def install():
         sys.stderr = MaskingStream(sys.stderr)
 
 
+def pin_release():
+    """Execute this file again from the release the venv link points at (same process)."""
+    release = os.path.realpath(sys.prefix)
+    python = os.path.join(release, "bin", os.path.basename(sys.executable) or "python")
+    if release != sys.prefix and os.path.exists(python):
+        os.execv(python, [python] + sys.argv)
+
+
 def main():
     arguments = sys.argv[1:]
     if "--api-key" in arguments or any(word.startswith("--api-key=") for word in arguments):
@@ -107,6 +121,9 @@ def main():
     # (and install the masking) before they unpickle their work.
     runpy.run_module("sglang.launch_server", run_name="__main__", alter_sys=False)
 
+
+if __name__ == "__main__":
+    pin_release()
 
 install()
 

@@ -6,15 +6,19 @@ Records how systemd started it (argv, environment, user) as one JSON line in
 afterwards, like an engine that loads its model. The first 200 is recorded in healthy.jsonl.
 
 Told what to do by /etc/sglang-standin/config.json (the unit stays exactly the production
-one):  {"health_delay": 1.0, "mode": "serve" | "unhealthy" | "exit"}
+one):  {"health_delay": 1.0, "mode": "serve" | "unhealthy" | "exit",
+        "refuse_versions": [...], "refuse_args": [...]}
   serve      healthy after health_delay seconds (default)
   unhealthy  keeps answering 503, like an engine that never finishes loading
   exit       exits with status 1 right after recording, like an engine that crashes
+A release whose SGLang version is in refuse_versions, or a launch with an argument in
+refuse_args, exits as in mode exit: an upgrade or a unit change the engine cannot run.
 
 Before it serves, it imitates the engine's start-up logging (engine_logging.py): the launch
 arguments, the API key included, logged at INFO in this process and in one spawned child.
 """
 import http.server
+import importlib.metadata
 import json
 import os
 import pwd
@@ -53,6 +57,10 @@ def main():
     except FileNotFoundError:
         config = {}
     mode = config.get("mode", "serve")
+    version = importlib.metadata.version("sglang")
+    refused = [word for word in argv if word in config.get("refuse_args", [])]
+    if version in config.get("refuse_versions", []) or refused:
+        mode = "refused"
     delay = float(config.get("health_delay", 1.0))
     started = time.time()
     _append("launches.jsonl", {
@@ -63,10 +71,15 @@ def main():
         "user": pwd.getpwuid(os.getuid()).pw_name,
         "python": sys.executable,
         "sglang_path": list(sys.modules["sglang"].__path__),
+        "sglang_version": version,
         "mode": mode,
     })
     if mode == "exit":
         print("sglang stand-in: told to fail (mode exit)", file=sys.stderr)
+        sys.exit(1)
+    if mode == "refused":
+        print("sglang stand-in: refuses SGLang %s with %s (config refuse_versions, refuse_args)"
+              % (version, refused or "these arguments"), file=sys.stderr)
         sys.exit(1)
 
     engine_logging.log_startup(argv)
