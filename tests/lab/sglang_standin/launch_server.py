@@ -78,8 +78,8 @@ def main():
         print("sglang stand-in: told to fail (mode exit)", file=sys.stderr)
         sys.exit(1)
     if mode == "refused":
-        print("sglang stand-in: refuses SGLang %s with %s (config refuse_versions, refuse_args)"
-              % (version, refused or "these arguments"), file=sys.stderr)
+        print("sglang stand-in: refuses %s (config)" % (
+            "the arguments %s" % " ".join(refused) if refused else "SGLang %s" % version), file=sys.stderr)
         sys.exit(1)
 
     engine_logging.log_startup(argv)
