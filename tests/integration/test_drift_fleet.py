@@ -484,6 +484,18 @@ def test_an_upgrade_the_engine_refuses_is_rolled_back_and_the_next_batch_never_t
     assert on_node(3, "ls /opt/sglang/releases").split() == ["0.5.8"]
     code, report, output = drift_report(fleet, "rolled-back")
     assert code == 0, output
+    # A link switched by hand behind the running server: the server still runs 0.5.8 (the
+    # launcher pinned it), and the check says so, beside the link it would point back.
+    on_node(1, "ln -sfn /opt/sglang/releases/0.5.23 /opt/sglang/current")
+    try:
+        code, report, output = drift_report(fleet, "switched-by-hand")
+    finally:
+        on_node(1, "ln -sfn /opt/sglang/releases/0.5.8 /opt/sglang/current")
+    assert code == 1, output
+    drifted = [(f["label"], f["reason"]) for f in report["hosts"][node(1)]["drift"]]
+    assert (RESTART, drift._short("restart sglang: runs /opt/sglang/releases/0.5.8 while /opt/sglang/current "
+                                  "points at /opt/sglang/releases/0.5.23")) in drifted, drifted
+    assert "sglang_service : Point the active-release link at the release to deploy" in [label for label, _ in drifted]
 
 
 def test_a_lost_gpu_does_not_shrink_the_tensor_parallel_size(fleet):
