@@ -187,7 +187,7 @@ def test_upgrade_to_release_b_drops_the_patch():
         host = node(name)
         assert host.check_output("readlink %s", VENV) == f"{RELEASES}/{RELEASE_B}"
         # Release A stays, patched as it was, to go back to.
-        assert host.check_output("ls %s", RELEASES).split() == [RELEASE_A, RELEASE_B]
+        assert sorted(host.check_output("ls %s", RELEASES).split()) == sorted([RELEASE_A, RELEASE_B])
     # uv compiled release B's bytecode, the two modules included.
     assert probe(SM120)["missing_bytecode"] == []
 
@@ -327,7 +327,7 @@ def test_a_hash_locked_install_passes():
     # Release C comes beside B; A, the oldest, goes (sglang_install_keep_releases: 2).
     assert changed == new_release(RELEASE_C, "blackwell.sglang.sglang_install : Remove releases beyond sglang_install_keep_releases")
     for name in (SM120, SM90):
-        assert node(name).check_output("ls %s", RELEASES).split() == [RELEASE_B, RELEASE_C]
+        assert sorted(node(name).check_output("ls %s", RELEASES).split()) == sorted([RELEASE_B, RELEASE_C])
     for name, argv in install_commands(report).items():
         assert "--require-hashes" in argv, (name, argv)
         # The wheelhouse reaches the installer through its sources file, not the command line.
