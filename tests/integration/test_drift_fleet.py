@@ -495,7 +495,7 @@ def test_an_upgrade_the_engine_refuses_is_rolled_back_and_the_next_batch_never_t
     drifted = [(f["label"], f["reason"]) for f in report["hosts"][node(1)]["drift"]]
     assert (RESTART, drift._short("restart sglang: runs /opt/sglang/releases/0.5.8 while /opt/sglang/current "
                                   "points at /opt/sglang/releases/0.5.23")) in drifted, drifted
-    assert "sglang_service : Point the active-release link at the release to deploy" in [label for label, _ in drifted]
+    assert "sglang_service : Point the active-release link at the release to deploy" in [entry[0] for entry in drifted]
 
 
 def test_a_lost_gpu_does_not_shrink_the_tensor_parallel_size(fleet):
