@@ -47,7 +47,8 @@ PATCHED = ("/opt/sglang/releases/0.5.8/lib/python3.11/site-packages/sglang/srt/d
 TAMPERS = {
     1: (REINSTALL,
         [("sglang_sm120_patch : Patch SGLang's capability dicts for the node's GPUs [capability 12]",
-          f"content of {PATCHED} would change (+6 -0 lines); content ...")]),
+          # The report shortens the reason (it names both patched files) to its width.
+          f"content of {PATCHED} would change (+6 -0 lines)...")]),
     2: ("sed -i 's/^TimeoutStopSec=.*/TimeoutStopSec=5/' /etc/systemd/system/sglang.service",
         [("sglang_service : Write the systemd unit",
           "content of /etc/systemd/system/sglang.service would change (+1 -1 lines)"),

@@ -116,7 +116,11 @@ def test_a_unit_that_systemd_gave_up_on_ends_the_gate_at_once_and_is_rolled_back
     assert node1.file(UNIT).sha256sum == unit_before
     assert node1.run("systemctl is-active sglang.service").stdout.strip() == "active"
     assert node1.run("python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/health').status)\"").stdout.strip() == "200"
-    # The node runs what the inventory asks for: the next converge changes nothing.
-    repaired = run_playbook(CONVERGE, SKIP, "--limit=rollout-node1")
+    # The node runs what it ran before, the arguments of the rollout above: a converge with
+    # those changes nothing.
+    repaired = run_playbook(CONVERGE, SKIP, "--limit=rollout-node1",
+                            extra_vars={"sglang_service_extra_args": ["--log-level", "info"]})
     assert repaired.returncode == 0, repaired.stdout[-5000:]
-    assert len(records(node1, LAUNCHES)) == before + 4
+    launches = records(node1, LAUNCHES)
+    assert len(launches) == before + 4, launches[before:]
+    assert launches[-1]["argv"][-2:] == ["--log-level", "info"]

@@ -343,6 +343,9 @@ def test_a_tampered_wheel_fails_the_hashes_and_leaves_the_install_untouched():
     # module in it, so that it is still a valid wheel and only its hash gives it away.
     tampered = f"{TAMPERED}/{wheel(RELEASE_B).name}"
     for name in (SM120, SM90):
+        # Release B still sits beside C; an installer finds it satisfied there and fetches
+        # nothing, so it goes first: this install has to take the wheel.
+        node(name).check_output("rm -rf %s/%s", RELEASES, RELEASE_B)
         node(name).check_output("mkdir -p %s && cp %s %s", TAMPERED, f"/srv/wheelhouse/{wheel(RELEASE_B).name}", tampered)
         node(name).check_output("python3 -c %s %s", ADD_MODULE, tampered)
     before = {name: probe(name) for name in (SM120, SM90)}
@@ -363,6 +366,8 @@ def test_a_tampered_wheel_fails_the_hashes_and_leaves_the_install_untouched():
     assert {name: probe(name) for name in (SM120, SM90)} == before
     for name in (SM120, SM90):
         assert before[name]["version"] == RELEASE_C
+        # The release directory the failed install made went with it.
+        assert node(name).check_output("ls %s", RELEASES).split() == [RELEASE_C]
 
 
 def test_index_credentials_stay_out_of_argv_and_output():
