@@ -1,4 +1,5 @@
-"""Documentation: the docs and changelog linters, plugin metadata, and each role's README table.
+"""Documentation: the docs and changelog linters, plugin metadata, README.md's map of the
+collection, and each role's README (its sections and its variable table).
 
 The linters run on a copy laid out as ansible_collections/blackwell/sglang. antsibull-docs
 checks every plugin's DOCUMENTATION, EXAMPLES and RETURN and every role's argument spec
@@ -22,7 +23,8 @@ from conftest import ROOT, VENV_BIN, ansible_env, copy_as_collection
 
 AUTHOR = "blackwell.sglang maintainers (@blackwell-sglang)"
 ROLES = sorted(p.parent.parent.name for p in (ROOT / "roles").glob("*/meta/argument_specs.yml"))
-PLUGINS = sorted((ROOT / "plugins" / "modules").glob("*.py")) + sorted((ROOT / "plugins" / "callback").glob("*.py"))
+PLUGINS = [path for kind in ("modules", "callback", "filter")
+           for path in sorted((ROOT / "plugins" / kind).glob("*.py")) if path.name != "__init__.py"]
 GALAXY_VERSION = yaml.safe_load((ROOT / "galaxy.yml").read_text(encoding="utf-8"))["version"]
 
 _spec = importlib.util.spec_from_file_location("role_readme", ROOT / "tools" / "role-readme.py")
@@ -97,6 +99,45 @@ def test_plugin_names_one_author_and_its_version_added(path):
     assert tuple(map(int, doc["version_added"].split("."))) <= tuple(map(int, GALAXY_VERSION.split(".")))
 
 
+# --- README.md ----------------------------------------------------------------------------------
+
+# How README.md tells a reader to open each kind of plugin's documentation.
+DOC_COMMANDS = {
+    "modules": "ansible-doc blackwell.sglang.{}",
+    "callback": "ansible-doc -t callback blackwell.sglang.{}",
+    "filter": "ansible-doc -t filter blackwell.sglang.{}",
+}
+
+
+def readme_gaps(text: str, roles: list[str], plugins: list[Path]) -> list[str]:
+    """What README.md does not point to: a role without a link to its README, a plugin without
+    the ansible-doc command that shows its documentation."""
+    gaps = [f"roles/{role}/README.md: no link to it" for role in roles
+            if f"](roles/{role}/README.md)" not in text]
+    for path in plugins:
+        command = DOC_COMMANDS[path.parent.name].format(path.stem)
+        if f"`{command}`" not in text:
+            gaps.append(f"plugins/{path.parent.name}/{path.name}: no `{command}`")
+    return gaps
+
+
+def test_readme_links_every_role_and_names_every_plugin():
+    roles = sorted(p.name for p in (ROOT / "roles").iterdir() if p.is_dir())
+    gaps = readme_gaps((ROOT / "README.md").read_text(encoding="utf-8"), roles, PLUGINS)
+    assert gaps == [], "README.md does not point to:\n" + "\n".join(gaps)
+
+
+def test_readme_gaps_name_a_role_and_a_plugin_left_out():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = text.replace("](roles/sglang_model/README.md)", "](roles/sglang_model/)")
+    text = text.replace("`ansible-doc -t filter blackwell.sglang.pcie_findings`", "`pcie_findings`")
+    roles = sorted(p.name for p in (ROOT / "roles").iterdir() if p.is_dir())
+    assert readme_gaps(text, roles, PLUGINS) == [
+        "roles/sglang_model/README.md: no link to it",
+        "plugins/filter/pcie_findings.py: no `ansible-doc -t filter blackwell.sglang.pcie_findings`",
+    ]
+
+
 # --- antsibull-changelog ------------------------------------------------------------------------
 
 def test_changelog_fragments_and_changelog_yaml_lint_clean():
@@ -138,6 +179,7 @@ def test_release_lists_new_modules_plugins_roles_and_playbook(tmp_path):
     release = yaml.safe_load((dest / "changelogs" / "changelog.yaml").read_text(encoding="utf-8"))["releases"][GALAXY_VERSION]
     assert sorted(m["name"] for m in release["modules"]) == sorted(p.stem for p in PLUGINS if p.parent.name == "modules")
     assert [p["name"] for p in release["plugins"]["callback"]] == ["drift_report"]
+    assert [p["name"] for p in release["plugins"]["filter"]] == ["pcie_findings"]
     assert sorted(r["name"] for r in release["objects"]["role"]) == ROLES
     assert [p["name"] for p in release["objects"]["playbook"]] == ["site"]
 
@@ -189,6 +231,51 @@ def test_role_readme_table_matches_its_argument_spec(role):
 def test_role_readmes_are_as_the_generator_writes_them():
     proc = run([str(VENV_BIN / "python"), "tools/role-readme.py", "--check"], cwd=ROOT)
     assert (proc.returncode, proc.stdout + proc.stderr) == (0, "")
+
+
+# Every role README says what the role does (the text under its title), then has these sections.
+ROLE_README_SECTIONS = ("Variables", "Example", "Idempotence and check mode", "Tests")
+
+
+def sections(text: str) -> dict:
+    """A README's second-level sections: heading -> the text up to the next one."""
+    parts = re.split(r"^## (.+)$", text, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def role_readme_gaps(role: str, text: str) -> list[str]:
+    gaps = []
+    intro = re.match(rf"# {role}\n(.*?)(?=^## |\Z)", text, re.DOTALL | re.MULTILINE)
+    if not intro or len(intro.group(1).split()) < 20:
+        gaps.append(f"no '# {role}' title followed by what the role does")
+    found = sections(text)
+    gaps += [f"no '## {name}' section" for name in ROLE_README_SECTIONS if name not in found]
+    example = found.get("Example", "")
+    if not re.search(rf"```yaml\n- name: .*?role: blackwell\.sglang\.{role}\n.*?```", example, re.DOTALL):
+        gaps.append(f"the Example section has no play that uses blackwell.sglang.{role}")
+    named = re.findall(r"`((?:tests|molecule)/[^`\s]+)`", found.get("Tests", ""))
+    if not named:
+        gaps.append("the Tests section names no test file or scenario")
+    gaps += [f"the Tests section names {path}, which does not exist" for path in named
+             if not (ROOT / path).exists()]
+    return gaps
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_role_readme_says_what_variables_example_idempotence_and_tests(role):
+    text = (ROOT / "roles" / role / "README.md").read_text(encoding="utf-8")
+    assert role_readme_gaps(role, text) == []
+
+
+def test_role_readme_gaps_name_what_is_missing():
+    text = (ROOT / "roles" / "sglang_model" / "README.md").read_text(encoding="utf-8")
+    text = text.replace("\n## Example\n", "\n## Examples of use\n").replace(
+        "`tests/unit/test_model_files.py`", "`tests/unit/test_no_such_file.py`")
+    assert role_readme_gaps("sglang_model", text) == [
+        "no '## Example' section",
+        "the Example section has no play that uses blackwell.sglang.sglang_model",
+        "the Tests section names tests/unit/test_no_such_file.py, which does not exist",
+    ]
 
 
 def test_every_role_has_a_readme_and_an_argument_spec():
