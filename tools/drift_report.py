@@ -85,6 +85,10 @@ def run_check(playbook: Path, inventories: list, limit: str | None, extra_vars: 
             cmdline=" ".join(shlex.quote(a) for a in cmdline),
             quiet=quiet,
             envvars=envvars,
+            # ansible-runner would point the fact cache into its private directory, removed
+            # below: the run uses the cache ansible.cfg or the environment names, as
+            # ansible-playbook does (warm facts, and what the last converge cached).
+            fact_cache_type="none",
         )
         output = runner.stdout.read() if runner.stdout else ""
         # No report: ansible-playbook stopped before its recap (a syntax error, a missing

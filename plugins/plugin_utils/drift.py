@@ -46,6 +46,11 @@ RESULT_KEYS = ("changed", "diff", "msg", "false_condition", "skip_reason", "cens
 # checks): no playbook can change them, so they are notes beside the verdict, never drift.
 HARDWARE_WARNING = "hardware: "
 
+# The fact sglang_service caches after its NCCL smoke test (roles/sglang_service/tasks/nccl_smoke.yml),
+# and the part of it the report shows.
+NCCL_FACT = "sglang_service_nccl_smoke_report"
+NCCL_KEYS = ("ran", "passed", "busbw_gbps", "world_size", "msg")
+
 # apt's simulated transaction ("prepared" in its diff) names its plan under these headings.
 _APT_HEADINGS = (
     ("NEW packages will be installed", "would install"),
@@ -251,7 +256,8 @@ class DriftCollector:
     host, task, role, action, path, handler, ignore_errors, any_errors_fatal, loop, res),
     ``no_hosts_remaining`` (the strategy stopped the batch),
     ``unstarted_play`` (play_id, play, selected or None where it could not be resolved), and
-    ``stats`` (processed, failures, dark: the play recap's counters).
+    ``stats`` (processed, failures, dark: the play recap's counters), and
+    ``host_facts`` (host, nccl_smoke: the host's cached NCCL smoke test report, or None).
     """
 
     def __init__(self) -> None:
@@ -267,6 +273,7 @@ class DriftCollector:
         self._batch_failures: list = []
         self._batch_stopped = False
         self._stop_reason = ""
+        self._nccl: dict[str, dict] = {}
 
     def host(self, name: str) -> HostReport:
         if name not in self.hosts:
@@ -294,6 +301,9 @@ class DriftCollector:
                 limit = int(limit)
             self._stop_batch(f"max_fail_percentage: {limit}" if limit is not None
                              else "no host of its batch was left")
+        elif kind == "host_facts":
+            if isinstance(event.get("nccl_smoke"), dict):
+                self._nccl[event["host"]] = slim_nccl(event["nccl_smoke"])
         elif kind == "stats":
             self.stats = {key: dict(event.get(key) or {}) for key in ("processed", "failures", "dark")}
 
@@ -471,10 +481,33 @@ class DriftCollector:
                     "not_judged": [_finding_dict(f) for f in r.not_judged],
                     "failures": [_finding_dict(f) for f in r.failures],
                     "handlers_that_would_run": [_finding_dict(f) for f in r.handlers],
+                    # The last NCCL smoke test this host ran (kept in the fact cache), or None.
+                    "nccl_smoke": self._nccl.get(name),
                 }
                 for name, r in hosts.items()
             },
         }
+
+
+def slim_nccl(report: dict) -> dict:
+    """The NCCL smoke test's cached report, cut to what the drift report shows."""
+    return json.loads(json.dumps({key: report.get(key) for key in NCCL_KEYS}, default=str))
+
+
+def _nccl_rows(report: dict) -> list[tuple[str, str, str]]:
+    rows = []
+    for name, host in report["hosts"].items():
+        nccl = host.get("nccl_smoke")
+        # A test that never ran (no torch in the venv) measured nothing worth a row.
+        if not nccl or not (nccl.get("ran") or nccl.get("passed") is False):
+            continue
+        if nccl.get("busbw_gbps") is not None:
+            measured = f"{nccl['busbw_gbps']} GB/s over {nccl.get('world_size') or '?'} GPUs"
+        else:
+            measured = "-"
+        verdict = {True: "passed", False: "FAILED"}.get(nccl.get("passed"), "did not run")
+        rows.append((name, measured, verdict if nccl.get("passed") else f"{verdict}: {_short(str(nccl.get('msg') or ''))}"))
+    return rows
 
 
 def incomplete_report() -> dict:
@@ -555,6 +588,11 @@ def render_text(report: dict) -> str:
         out.append("")
         out.append("Not judged in check mode:")
         out.append(_text_table(("TASK", "HOSTS", "WHY"), nj))
+    nccl = _nccl_rows(report)
+    if nccl:
+        out.append("")
+        out.append("NCCL all-reduce bus bandwidth, from each host's last smoke test:")
+        out.append(_text_table(("HOST", "BUS BANDWIDTH", "RESULT"), nccl))
     out.append("")
     out.append(summary_line(report))
     return "\n".join(out)
@@ -590,6 +628,11 @@ def render_markdown(report: dict) -> str:
     if nj:
         out += ["", "## Not judged in check mode", "", "| task | hosts | why |", "|---|---|---|"]
         out += [f"| {_md_cell(t)} | {_md_cell(h)} | {_md_cell(w)} |" for t, h, w in nj]
+    nccl = _nccl_rows(report)
+    if nccl:
+        out += ["", "## NCCL all-reduce, from each host's last smoke test", "",
+                "| host | bus bandwidth | result |", "|---|---|---|"]
+        out += [f"| {_md_cell(h)} | {_md_cell(b)} | {_md_cell(r)} |" for h, b, r in nccl]
     return "\n".join(out) + "\n"
 
 

@@ -150,3 +150,43 @@ def test_ansible_doc_renders_the_callback():
     for text in ("json_path", "BLACKWELL_DRIFT_REPORT_JSON", "[callback_drift_report]",
                  "markdown_path", "events_path", "print_table"):
         assert text in proc.stdout, text
+
+
+def test_the_last_nccl_smoke_test_of_each_host_comes_from_the_fact_cache(work):
+    """A check does not run the NCCL smoke test; the report shows the bus bandwidth the last
+    converge cached (roles/sglang_service/tasks/nccl_smoke.yml sets the fact cacheable), the
+    same through the callback and the CLI, and no row for a host without one."""
+    cache = work / "nccl-facts"
+    env = {"ANSIBLE_CACHE_PLUGIN": "jsonfile", "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(cache)}
+    measured = {
+        "a": {"ran": True, "passed": True, "msg": "2 GPUs all-reduced", "world_size": 2,
+              "busbw_gbps": 297.2, "by_size": {"268435456": 297.2}},
+        "b": {"ran": True, "passed": False, "msg": "the NCCL all-reduce did not finish within 60 s and was killed (a hang)",
+              "world_size": 8, "busbw_gbps": None},
+        # The lab's venvs hold no torch: nothing measured, nothing to show.
+        "c": {"ran": False, "passed": None, "msg": "cannot import torch"},
+    }
+    seed = work / "seed-nccl.yml"
+    seed.write_text(
+        "- hosts: a,b,c\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.set_fact:\n"
+        "        sglang_service_nccl_smoke_report: \"{{ measured[inventory_hostname] }}\"\n"
+        "        cacheable: true\n")
+    subprocess.run(["ansible-playbook", "-i", str(work / "hosts.ini"), str(seed), "-e", INTERPRETER,
+                    "-e", json.dumps({"measured": measured})],
+                   cwd=work, check=True, capture_output=True, env=ansible_env(**env))
+    report, markdown, output = run_playbook(work, "nccl", {}, None, **env)
+    code, cli_report, cli_markdown, cli_output = run_cli(work, "nccl", {}, None, env=ansible_env(**env))
+    assert (code, cli_report, cli_markdown) == (0, report, markdown)
+    assert cli_output.strip() in output
+    assert {h: v["nccl_smoke"] for h, v in report["hosts"].items()} == {
+        "a": {"ran": True, "passed": True, "msg": "2 GPUs all-reduced", "world_size": 2, "busbw_gbps": 297.2},
+        "b": {"ran": True, "passed": False, "world_size": 8, "busbw_gbps": None,
+              "msg": "the NCCL all-reduce did not finish within 60 s and was killed (a hang)"},
+        "c": {"ran": False, "passed": None, "msg": "cannot import torch", "world_size": None, "busbw_gbps": None},
+        "d": None,
+    }
+    assert ("| a | 297.2 GB/s over 2 GPUs | passed |\n"
+            "| b | - | FAILED: the NCCL all-reduce did not finish within 60 s and was killed (a hang) |\n") in markdown
+    assert "| c |" not in markdown.split("## NCCL all-reduce")[1]
+    assert "a     297.2 GB/s over 2 GPUs  passed" in cli_output
