@@ -217,3 +217,44 @@ def test_refuses_a_flag_the_release_does_not_have(node):
         "release that has it."
     )
     assert _state(host) == before
+
+
+# A stand-in for GPUs whose NCCL all-reduce hangs (no GPU exists here): a torch package whose
+# import never returns, put first on the smoke test's PYTHONPATH. The smoke test's own hard
+# timeout then kills it, as it would kill an all-reduce stuck behind the IOMMU or PCIe ACS.
+HANGING_TORCH = "/var/tmp/hanging-torch"
+
+
+def test_gpus_that_cannot_all_reduce_stop_the_restart_and_put_the_unit_back(node):
+    name, host = node
+    if name != "sglang_service-old":
+        pytest.skip("one node is enough: the path through deploy.yml is the same on both")
+    host.run_expect([0], f"mkdir -p {HANGING_TORCH}/torch && "
+                         f"echo 'import time; time.sleep(3600)' > {HANGING_TORCH}/torch/__init__.py")
+    pid = host.check_output("systemctl show -p MainPID --value sglang.service")
+    before = _state(host)
+    try:
+        # A new served name rewrites the unit: a restart is pending, so auto runs the test (the
+        # node has 4 GPUs), and its failure must leave the running server and its unit alone.
+        proc = run_playbook(CONVERGE, "--limit", name, extra_vars={
+            "sglang_service_served_model_name": "renamed",
+            "sglang_service_nccl_smoke_timeout": 5,
+            "sglang_service_nccl_smoke_environment": {"PYTHONPATH": HANGING_TORCH}})
+    finally:
+        host.run(f"rm -rf {HANGING_TORCH}")
+    assert proc.returncode == 2, proc.stdout[-5000:]
+    message = failure_message(proc, name)
+    assert message.startswith("the NCCL all-reduce did not finish within 5 s and was killed (a hang). Likely causes: ")
+    assert message.endswith(
+        "sglang was not restarted. ('Fail the host when its GPUs cannot all-reduce' failed; sglang.service "
+        "was not restarted, and the link and files this run had changed before were put back where "
+        "they existed before it)")
+    assert host.check_output("systemctl show -p MainPID --value sglang.service") == pid
+    after = _state(host)
+    # Contents and launches as before; the unit was written and put back, so its mtime moved.
+    assert (after[0], after[2], after[4], after[6]) == (before[0], before[2], before[4], before[6])
+    assert "--served-model-name kimi-k2.5" in host.file(UNIT).content_string
+    # Without the stand-in the same change deploys (the venv has no torch: the test is skipped
+    # with its message), and the node is left converged for the tests after this one.
+    proc = run_playbook(CONVERGE, "--limit", name)
+    assert proc.returncode == 0, proc.stdout[-5000:]
