@@ -179,6 +179,7 @@ def test_converged_fleet_has_no_drift_and_check_changes_nothing(fleet):
 
 
 BOX = "8x NVIDIA RTX PRO 6000 Blackwell Server Edition, compute capability 12.0, topology pcie_only (gpu_facts)"
+BOX_PCIE = "peer-to-peer ok, IOMMU passthrough, driver 580.95.05 (open kernel module)"
 PATCH = ("SGLang 0.5.8, capability 12: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES already present; "
          "TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM already present")
 
@@ -190,8 +191,20 @@ def lab_summary(fleet, name: str) -> dict:
                           "-e", f"lab_summary_file={path}"],
                          cwd=ROOT, env=fleet["env"], capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout[-5000:] + run.stderr
+    return summary_fields(path.read_text())
+
+
+def readme_summary() -> dict:
+    """The node summary README.md shows as what `make lab` prints: {field: value}."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("```text\n", 1)[1].split("```", 1)[0]
+    [fields] = summary_fields(block).values()
+    return fields
+
+
+def summary_fields(text: str) -> dict:
     nodes: dict = {}
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         if line and not line.startswith(" "):
             current = nodes.setdefault(line, {})
         elif line.strip():
@@ -208,12 +221,17 @@ def test_nodes_present_as_the_field_report_box_and_run_its_flags(fleet):
     assert sorted(summary) == [node(i) for i in range(1, NODES + 1)]
     for name, fields in summary.items():
         assert fields["GPUs"] == BOX, name
+        # The box's kernel command line and IOMMU units, from the recording: not the IOMMU of
+        # the machine the lab runs on.
+        assert fields["PCIe"] == BOX_PCIE, name
         assert fields["Patch"] == PATCH, name
         assert fields["Service"] == "active (running)", name
         argv = fields["ExecStart"].split()
         assert argv[argv.index("--tp-size") + 1] == "8", name
         assert {"--enable-torch-symm-mem", "--enable-flashinfer-allreduce-fusion"} <= set(argv), name
         assert "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE" not in fields["Environment"], name
+    # What the README shows a newcomer is what a lab node really prints.
+    assert readme_summary() == summary[node(1)]
 
 
 def test_each_tampered_node_shows_exactly_its_drift_and_check_changes_nothing(fleet):
