@@ -4,13 +4,16 @@
 # checkout so that no tool walking the tree follows the link back into it.
 #
 # Whatever resolves there is executed by the caller (often root), so the link lives in a
-# directory only the caller can write: $XDG_RUNTIME_DIR when the session has one, else a
-# per-user directory under $TMPDIR or /tmp that must be a real directory, owned by the caller,
-# with mode 0700. Anything else there (another user's directory, a link) is refused.
+# directory only the caller can write: $XDG_RUNTIME_DIR when the session has one, else the
+# caller's cache directory ($XDG_CACHE_HOME, or ~/.cache), never a name others could take first
+# in a shared /tmp. It must be a real directory, owned by the caller, with mode 0700; anything
+# else there (another user's directory, a link) is refused.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd -P)
 uid=$(id -u)
-private=${XDG_RUNTIME_DIR:-${TMPDIR:-/tmp}}/blackwell-sglang-$uid
+parent=${XDG_RUNTIME_DIR:-${XDG_CACHE_HOME:-${HOME:?collection-path: neither XDG_RUNTIME_DIR nor HOME is set}/.cache}}
+private=$parent/blackwell-sglang-$uid
+mkdir -p -m 0700 "$parent"
 mkdir -m 0700 "$private" 2>/dev/null || true
 if [ -L "$private" ] || [ ! -d "$private" ] || [ "$(stat -c '%u %a' "$private")" != "$uid 700" ]; then
   echo "collection-path: $private is not a directory of user $uid with mode 0700; refusing to use it" >&2

@@ -12,7 +12,7 @@ SCRIPT = str(ROOT / "tools" / "collection-path.sh")
 
 def run(tmp_path):
     env = {key: value for key, value in os.environ.items() if key != "XDG_RUNTIME_DIR"}
-    env["TMPDIR"] = str(tmp_path)
+    env["XDG_CACHE_HOME"] = str(tmp_path)
     return subprocess.run([SCRIPT], env=env, capture_output=True, text=True, check=False)
 
 
@@ -37,6 +37,14 @@ def test_refuses_a_directory_others_can_write(tmp_path):
     assert proc.stderr.strip() == (f"collection-path: {private} is not a directory of user {os.getuid()} "
                                    f"with mode 0700; refusing to use it")
     assert list(private.iterdir()) == []
+
+
+def test_never_falls_back_to_a_shared_tmp(tmp_path):
+    env = {key: value for key, value in os.environ.items() if key not in ("XDG_RUNTIME_DIR", "XDG_CACHE_HOME")}
+    env.update(HOME=str(tmp_path / "home"), TMPDIR="/tmp")
+    proc = subprocess.run([SCRIPT], env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert os.path.dirname(proc.stdout.strip()) == str(tmp_path / "home" / ".cache" / f"blackwell-sglang-{os.getuid()}")
 
 
 def test_refuses_a_link_planted_in_its_place(tmp_path):
