@@ -4,8 +4,10 @@ key; the sandboxed unit, its systemd-analyze exposure score, and the stand-in he
 
 What the engine logs here is the stand-in's imitation of SGLang's start-up logging
 (tests/lab/sglang_standin/engine_logging.py), not SGLang's own `ServerArgs`: importing
-`sglang.srt.server_args` imports torch in 0.5.8, 0.5.18 and 0.5.23, and PyPI's torch is a CUDA
-build that loads gigabytes of NVIDIA libraries at import, which the lab's nodes cannot hold. The
+`sglang.srt.server_args` imports torch in 0.5.8, 0.5.18 and 0.5.23, and with it transformers
+(`sglang.srt.utils.hf_transformers_utils`) and triton (the FLA kernels it takes a chunk size
+from). PyPI's torch is a CUDA build that loads gigabytes of NVIDIA libraries at import, which the
+lab's nodes cannot hold; a CPU-only torch is not on PyPI, and a stub torch would test the stub. The
 imitation logs the key the same way (repr of the arguments at INFO, after
 `logging.basicConfig(force=True)`, in the main process and in a spawned child), and
 `test_installed_release_logs_its_server_args` checks in each node's real wheel that the release
