@@ -198,8 +198,9 @@ def readme_summary() -> dict:
     """The node summary README.md shows as what `make lab` prints: {field: value}."""
     text = (ROOT / "README.md").read_text()
     block = text.split("```text\n", 1)[1].split("```", 1)[0]
-    [fields] = summary_fields(block).values()
-    return fields
+    nodes = list(summary_fields(block).values())
+    assert len(nodes) == 1, block
+    return nodes[0]
 
 
 def summary_fields(text: str) -> dict:
