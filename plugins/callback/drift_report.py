@@ -31,9 +31,10 @@ description:
     where configured. The report's C(summary.exit_code) is what C(tools/drift-report)
     exits with, V(0) every selected host was checked and is clean, V(1) drift, V(2) a host
     failed, was unreachable or was not checked.
-  - Each host's last NCCL all-reduce smoke test (the fact C(sglang_service_nccl_smoke_report)
-    that C(blackwell.sglang.sglang_service) caches) is read from the fact cache and reported
-    as C(nccl_smoke), with its bus bandwidth; a check run does not run the test itself.
+  - Each host's last NCCL all-reduce smoke test is reported as C(nccl_smoke), with its bus
+    bandwidth, from the fact C(sglang_service_nccl_smoke_report) in the run's results. The test
+    sets it in a converge; in a check, which does not run the test again,
+    C(blackwell.sglang.sglang_service_info) returns it from the report the test left on the node.
 requirements:
   - Enable it by name, C(callbacks_enabled = blackwell.sglang.drift_report) in
     C(ansible.cfg) or C(ANSIBLE_CALLBACKS_ENABLED=blackwell.sglang.drift_report).
@@ -119,7 +120,6 @@ class CallbackModule(CallbackBase):
         self._plays = []
         self._started = set()
         self._events = None
-        self._variable_manager = None
 
     def set_options(self, task_keys=None, var_options=None, direct=None):
         super().set_options(task_keys=task_keys, var_options=var_options, direct=direct)
@@ -141,8 +141,7 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_play_start(self, play):
         # The strategy starts a play once per serial batch, with the inventory restricted to
         # the batch; without the restriction (the limit still applies) it is the play's hosts.
-        self._variable_manager = play.get_variable_manager()
-        inventory = self._variable_manager._inventory  # pylint: disable=protected-access
+        inventory = play.get_variable_manager()._inventory  # pylint: disable=protected-access
         play_id = _play_id(play)
         self._started.add(play_id)
         self._emit({
@@ -208,31 +207,11 @@ class CallbackModule(CallbackBase):
             # that did not run: the report then treats every host as not checked.
             return None
 
-    def _nccl_reports(self):
-        """host_facts events for the hosts whose fact cache holds an NCCL smoke test report: set
-        by this run's converge, or cached by an earlier one (a check does not run the test)."""
-        if self._variable_manager is None:
-            return []
-        cache = self._variable_manager._fact_cache  # pylint: disable=protected-access
-        events = []
-        for name in sorted(self._collector.hosts):
-            try:
-                report = (cache.get(name) or {}).get(drift.NCCL_FACT)
-            except Exception:  # pylint: disable=broad-exception-caught
-                # An unreadable cache entry leaves the host without a bandwidth, not the run
-                # without a report.
-                report = None
-            if isinstance(report, dict):
-                events.append({"event": "host_facts", "host": name, "nccl_smoke": drift.slim_nccl(report)})
-        return events
-
     def v2_playbook_on_stats(self, stats):
         for play in self._plays:
             if _play_id(play) not in self._started:
                 self._emit({"event": "unstarted_play", "play_id": _play_id(play),
                             "play": play.get_name(), "selected": self._unstarted_hosts(play)})
-        for host in self._nccl_reports():
-            self._emit(host)
         self._emit({"event": "stats", "processed": dict(stats.processed),
                     "failures": dict(stats.failures), "dark": dict(stats.dark)})
         report = self._collector.finish()

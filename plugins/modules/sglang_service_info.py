@@ -48,6 +48,13 @@ options:
         C(/opt/sglang/current)). Where it points now, and which release the main process runs
         (its interpreter's venv, from C(/proc/<pid>/cmdline)), are reported in RV(release).
     type: path
+  nccl_report:
+    description:
+      - A JSON file holding the report of the last NCCL all-reduce smoke test, as the role
+        C(blackwell.sglang.sglang_service) writes it before a restart. It is returned as the
+        fact C(sglang_service_nccl_smoke_report), so that a check run and the drift report see
+        the last measured bus bandwidth without running the test again.
+    type: path
 attributes:
   check_mode:
     support: full
@@ -144,6 +151,18 @@ release:
       description: The venv the main process's interpreter belongs to.
       type: str
       sample: /opt/sglang/releases/0.5.8
+ansible_facts:
+  description: Facts this call sets.
+  returned: when O(nccl_report) is set
+  type: dict
+  contains:
+    sglang_service_nccl_smoke_report:
+      description: >-
+        The last NCCL smoke test's report read from O(nccl_report) (C(ran), C(passed), C(msg),
+        C(busbw_gbps), C(world_size), ...); null when the file does not exist or is not a JSON
+        object.
+      type: dict
+      sample: {ran: true, passed: true, busbw_gbps: 297.2, world_size: 2}
 health:
   description: The answer of O(health_url) while the service is active.
   returned: always
@@ -162,6 +181,7 @@ health:
 """
 
 import glob
+import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
@@ -196,6 +216,15 @@ def _release(link, main_pid):
     return {"linked": linked, "running": running}
 
 
+def _nccl_report(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            report = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
 def _health(url, timeout):
     try:
         response = open_url(url, method="GET", timeout=timeout, validate_certs=False)
@@ -214,6 +243,7 @@ def main():
             health_url=dict(type="str"),
             health_timeout=dict(type="int", default=5),
             release_link=dict(type="path"),
+            nccl_report=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -232,6 +262,8 @@ def main():
     result["health"] = health
     if module.params["release_link"]:
         result["release"] = _release(module.params["release_link"], result["main_pid"])
+    if module.params["nccl_report"]:
+        result["ansible_facts"] = {"sglang_service_nccl_smoke_report": _nccl_report(module.params["nccl_report"])}
     module.exit_json(changed=False, **result)
 
 

@@ -46,8 +46,9 @@ RESULT_KEYS = ("changed", "diff", "msg", "false_condition", "skip_reason", "cens
 # checks): no playbook can change them, so they are notes beside the verdict, never drift.
 HARDWARE_WARNING = "hardware: "
 
-# The fact sglang_service caches after its NCCL smoke test (roles/sglang_service/tasks/nccl_smoke.yml),
-# and the part of it the report shows.
+# The fact that carries the last NCCL smoke test of a host: set by the test itself
+# (roles/sglang_service/tasks/nccl_smoke.yml) and by sglang_service_info, which reads the
+# report the test left on the node; and the part of it the report shows.
 NCCL_FACT = "sglang_service_nccl_smoke_report"
 NCCL_KEYS = ("ran", "passed", "busbw_gbps", "world_size", "msg")
 
@@ -67,6 +68,10 @@ def slim_result(res) -> dict:
     out = {key: res[key] for key in RESULT_KEYS if key in res}
     if "warnings" in out:
         out["warnings"] = [_warning_text(w) for w in out["warnings"] or []]
+    facts = res.get("ansible_facts")
+    if isinstance(facts, dict) and NCCL_FACT in facts:
+        nccl = facts[NCCL_FACT]
+        out["nccl_smoke"] = slim_nccl(nccl) if isinstance(nccl, dict) else None
     # A file module run in check mode may not echo its dest; the arguments it ran with do.
     args = (res.get("invocation") or {}).get("module_args") or {}
     if "dest" not in out and isinstance(args, dict) and isinstance(args.get("dest"), str):
@@ -256,8 +261,8 @@ class DriftCollector:
     host, task, role, action, path, handler, ignore_errors, any_errors_fatal, loop, res),
     ``no_hosts_remaining`` (the strategy stopped the batch),
     ``unstarted_play`` (play_id, play, selected or None where it could not be resolved), and
-    ``stats`` (processed, failures, dark: the play recap's counters), and
-    ``host_facts`` (host, nccl_smoke: the host's cached NCCL smoke test report, or None).
+    ``stats`` (processed, failures, dark: the play recap's counters).
+    A result whose facts carry the NCCL smoke test's report (``res.nccl_smoke``) sets the host's.
     """
 
     def __init__(self) -> None:
@@ -301,9 +306,6 @@ class DriftCollector:
                 limit = int(limit)
             self._stop_batch(f"max_fail_percentage: {limit}" if limit is not None
                              else "no host of its batch was left")
-        elif kind == "host_facts":
-            if isinstance(event.get("nccl_smoke"), dict):
-                self._nccl[event["host"]] = slim_nccl(event["nccl_smoke"])
         elif kind == "stats":
             self.stats = {key: dict(event.get(key) or {}) for key in ("processed", "failures", "dark")}
 
@@ -355,6 +357,8 @@ class DriftCollector:
         action = event.get("action") or ""
         path = event.get("path") or ""
         item = _item_label(res) if kind.startswith("item_") else None
+        if "nccl_smoke" in res and kind in ("ok", "failed"):
+            self._nccl[name] = res["nccl_smoke"]
 
         if kind in ("failed", "unreachable") and not event.get("ignore_errors"):
             unreachable = kind == "unreachable"

@@ -152,12 +152,10 @@ def test_ansible_doc_renders_the_callback():
         assert text in proc.stdout, text
 
 
-def test_the_last_nccl_smoke_test_of_each_host_comes_from_the_fact_cache(work):
-    """A check does not run the NCCL smoke test; the report shows the bus bandwidth the last
-    converge cached (roles/sglang_service/tasks/nccl_smoke.yml sets the fact cacheable), the
-    same through the callback and the CLI, and no row for a host without one."""
-    cache = work / "nccl-facts"
-    env = {"ANSIBLE_CACHE_PLUGIN": "jsonfile", "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(cache)}
+def test_the_last_nccl_smoke_test_of_each_host_comes_from_its_results(work):
+    """The report takes each host's last NCCL smoke test from the fact that carries it in the
+    run's results (sglang_service_info returns it in a check, read from the node's record), the
+    same through the callback and the CLI, with no row for a host whose test never ran."""
     measured = {
         "a": {"ran": True, "passed": True, "msg": "2 GPUs all-reduced", "world_size": 2,
               "busbw_gbps": 297.2, "by_size": {"268435456": 297.2}},
@@ -166,19 +164,28 @@ def test_the_last_nccl_smoke_test_of_each_host_comes_from_the_fact_cache(work):
         # The lab's venvs hold no torch: nothing measured, nothing to show.
         "c": {"ran": False, "passed": None, "msg": "cannot import torch"},
     }
-    seed = work / "seed-nccl.yml"
-    seed.write_text(
-        "- hosts: a,b,c\n  gather_facts: false\n  tasks:\n"
-        "    - ansible.builtin.set_fact:\n"
-        "        sglang_service_nccl_smoke_report: \"{{ measured[inventory_hostname] }}\"\n"
-        "        cacheable: true\n")
-    subprocess.run(["ansible-playbook", "-i", str(work / "hosts.ini"), str(seed), "-e", INTERPRETER,
-                    "-e", json.dumps({"measured": measured})],
-                   cwd=work, check=True, capture_output=True, env=ansible_env(**env))
-    report, markdown, output = run_playbook(work, "nccl", {}, None, **env)
-    code, cli_report, cli_markdown, cli_output = run_cli(work, "nccl", {}, None, env=ansible_env(**env))
-    assert (code, cli_report, cli_markdown) == (0, report, markdown)
-    assert cli_output.strip() in output
+    playbook = work / "nccl.yml"
+    playbook.write_text(
+        "- name: Read the nodes\n  hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - name: Read the NCCL record\n      ansible.builtin.set_fact:\n"
+        "        sglang_service_nccl_smoke_report: \"{{ measured[inventory_hostname] | default(none) }}\"\n")
+    extra = ["-e", INTERPRETER, "-e", json.dumps({"measured": measured}), "--limit", "a,b,c,d"]
+    out = work / "nccl-out"
+    out.mkdir()
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", str(work / "hosts.ini"), str(playbook), "--check", "--diff", *extra],
+        cwd=work, capture_output=True, text=True, check=False,
+        env=ansible_env(ANSIBLE_CALLBACKS_ENABLED="blackwell.sglang.drift_report",
+                        BLACKWELL_DRIFT_REPORT_JSON=str(out / "p.json"),
+                        BLACKWELL_DRIFT_REPORT_MARKDOWN=str(out / "p.md")))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cli = subprocess.run(
+        [str(ROOT / "tools" / "drift-report"), "-i", str(work / "hosts.ini"), "-p", str(playbook), *extra,
+         "--json", str(out / "c.json"), "--markdown", str(out / "c.md")],
+        cwd=work, capture_output=True, text=True, check=False, env=ansible_env())
+    report, markdown = json.loads((out / "p.json").read_text()), (out / "p.md").read_text()
+    assert (cli.returncode, json.loads((out / "c.json").read_text()), (out / "c.md").read_text()) == (0, report, markdown)
+    assert cli.stdout.strip() in proc.stdout
     assert {h: v["nccl_smoke"] for h, v in report["hosts"].items()} == {
         "a": {"ran": True, "passed": True, "msg": "2 GPUs all-reduced", "world_size": 2, "busbw_gbps": 297.2},
         "b": {"ran": True, "passed": False, "world_size": 8, "busbw_gbps": None,
@@ -189,4 +196,4 @@ def test_the_last_nccl_smoke_test_of_each_host_comes_from_the_fact_cache(work):
     assert ("| a | 297.2 GB/s over 2 GPUs | passed |\n"
             "| b | - | FAILED: the NCCL all-reduce did not finish within 60 s and was killed (a hang) |\n") in markdown
     assert "| c |" not in markdown.split("## NCCL all-reduce")[1]
-    assert "a     297.2 GB/s over 2 GPUs  passed" in cli_output
+    assert "a     297.2 GB/s over 2 GPUs  passed" in cli.stdout
