@@ -3,6 +3,7 @@ directory someone else could have planted a collection in."""
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
 
 from conftest import ROOT
@@ -39,12 +40,28 @@ def test_refuses_a_directory_others_can_write(tmp_path):
     assert list(private.iterdir()) == []
 
 
-def test_never_falls_back_to_a_shared_tmp(tmp_path):
+def test_never_falls_back_to_a_shared_tmp_or_a_kept_home(tmp_path):
+    # Without XDG variables it uses the caller's home from the password database: not /tmp,
+    # and not a HOME that sudo kept from the user who ran it.
     env = {key: value for key, value in os.environ.items() if key not in ("XDG_RUNTIME_DIR", "XDG_CACHE_HOME")}
-    env.update(HOME=str(tmp_path / "home"), TMPDIR="/tmp")
+    env.update(HOME=str(tmp_path / "someone-else"), TMPDIR="/tmp")
     proc = subprocess.run([SCRIPT], env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert os.path.dirname(proc.stdout.strip()) == str(tmp_path / "home" / ".cache" / f"blackwell-sglang-{os.getuid()}")
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    assert os.path.dirname(proc.stdout.strip()) == os.path.join(home, ".cache", f"blackwell-sglang-{os.getuid()}")
+    assert not (tmp_path / "someone-else").exists()
+
+
+def test_refuses_a_parent_others_can_write(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    env = {key: value for key, value in os.environ.items() if key != "XDG_RUNTIME_DIR"}
+    env["XDG_CACHE_HOME"] = str(shared)
+    proc = subprocess.run([SCRIPT], env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"collection-path: {shared} does not belong to user {os.getuid()} alone; refusing to use it"
+    assert list(shared.iterdir()) == []
 
 
 def test_refuses_a_link_planted_in_its_place(tmp_path):
