@@ -485,7 +485,7 @@ class DriftCollector:
                     "not_judged": [_finding_dict(f) for f in r.not_judged],
                     "failures": [_finding_dict(f) for f in r.failures],
                     "handlers_that_would_run": [_finding_dict(f) for f in r.handlers],
-                    # The last NCCL smoke test this host ran (kept in the fact cache), or None.
+                    # The last NCCL smoke test this host ran (from the run's results), or None.
                     "nccl_smoke": self._nccl.get(name),
                 }
                 for name, r in hosts.items()
@@ -494,7 +494,7 @@ class DriftCollector:
 
 
 def slim_nccl(report: dict) -> dict:
-    """The NCCL smoke test's cached report, cut to what the drift report shows."""
+    """The NCCL smoke test's report, cut to what the drift report shows."""
     return json.loads(json.dumps({key: report.get(key) for key in NCCL_KEYS}, default=str))
 
 
