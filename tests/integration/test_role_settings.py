@@ -1,0 +1,122 @@
+"""Settings a role cannot work with, given several at once: sglang_install and sglang_service
+refuse them in one task that names every problem, on localhost, before anything is written.
+
+Each run gives the role several wrong settings together and asserts the exact message (every
+problem, in the role's order), that the refusal is the run's only failure and its last task, and
+that nothing was written.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import VENV_BIN, ansible_env
+
+pytestmark = pytest.mark.slow
+
+
+def run_role(tmp_path: Path, role: str, **role_vars):
+    play = [{
+        "name": "Run the role with wrong settings",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "vars": role_vars,
+        "roles": [{"role": f"blackwell.sglang.{role}"}],
+    }]
+    # Beside the node's files, not among them.
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(json.dumps(play), encoding="utf-8")
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    proc = subprocess.run(
+        [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook),
+         "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}"],
+        env=env, capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 2, proc.stdout[-20000:] + proc.stderr[-5000:]
+    report = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{"):])[0]
+    return [(t["task"]["name"].split(" : ", 1)[-1], t["hosts"]["localhost"]) for p in report["plays"] for t in p["tasks"]]
+
+
+def tree(path: Path) -> dict:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_sglang_service_names_every_wrong_setting_at_once(tmp_path):
+    node = tmp_path / "node"
+    conf = node / "etc"
+    conf.mkdir(parents=True)
+    # Deployed before with 8 GPUs; the node now reports 4 and no TP size is set.
+    (conf / "tp-size").write_text("8\n")
+    before = tree(node)
+    tasks = run_role(
+        tmp_path, "sglang_service",
+        sglang_service_model_path="",
+        sglang_service_eagle3_enabled=True,
+        sglang_service_host="0.0.0.0",
+        sglang_service_env_file=str(conf / "sglang.env"),
+        sglang_service_gpu={"present": True, "count": 4, "capability_majors": [12]},
+    )
+    assert [(name, res["msg"]) for name, res in tasks if res.get("failed")] == [(
+        "Refuse service settings that cannot be deployed",
+        "sglang_service: sglang_service_model_path is not set; it names the model sglang serves (a local path"
+        " or a Hugging Face repository id). Nothing was written."
+        " sglang_service: sglang_service_eagle3_enabled is true but sglang_service_eagle3_draft_model_path is"
+        " empty; EAGLE-3 needs the path of its draft model."
+        " sglang_service: refusing to listen on 0.0.0.0:30000 without an API key: anyone who reaches that"
+        " address could use the GPUs. Set sglang_service_api_key, listen on loopback (sglang_service_host:"
+        " 127.0.0.1), or set sglang_service_allow_unauthenticated: true if only trusted clients can reach it;"
+        " nothing was written."
+        f" sglang_service: refusing to restart sglang with --tp-size 4: it was deployed with --tp-size 8"
+        f" (recorded in {conf}/tp-size), and the TP size follows the GPU count, but this node now reports 4"
+        " GPU(s). GPUs are missing: check nvidia-smi and the kernel log (Xid errors, a GPU fallen off the bus)"
+        " and bring them back, or set sglang_service_tp_size explicitly to serve on fewer GPUs. Nothing was"
+        " changed.",
+    )]
+    assert tasks[-1][0] == "Refuse service settings that cannot be deployed"
+    assert tree(node) == before
+
+
+def test_sglang_service_with_right_settings_passes_the_refusal(tmp_path):
+    """The same task, skipped when every setting is right: the refusal is not a fixed failure."""
+    node = tmp_path / "node"
+    conf = node / "etc"
+    conf.mkdir(parents=True)
+    (conf / "tp-size").write_text("4\n")
+    tasks = run_role(
+        tmp_path, "sglang_service",
+        sglang_service_model_path="org/model",
+        sglang_service_host="127.0.0.1",
+        sglang_service_env_file=str(conf / "sglang.env"),
+        sglang_service_gpu={"present": True, "count": 4, "capability_majors": [12]},
+        # No SGLang here: the run stops at reading the release's flags, after the refusal.
+        sglang_service_venv=str(node / "no-venv"),
+    )
+    refusal = [res for name, res in tasks if name == "Refuse service settings that cannot be deployed"]
+    assert refusal and refusal[0].get("skipped"), tasks
+    assert [name for name, res in tasks if res.get("failed")] == ["Read the flags of the installed SGLang release"]
+
+
+def test_sglang_install_names_every_wrong_setting_at_once(tmp_path):
+    node = tmp_path / "node"
+    node.mkdir()
+    before = tree(node)
+    tasks = run_role(
+        tmp_path, "sglang_install",
+        sglang_install_version="latest",
+        sglang_install_no_index=True,
+        sglang_install_keep_releases=0,
+        sglang_install_venv=str(node / "current"),
+        sglang_install_releases_dir=str(node / "releases"),
+    )
+    assert [(name, res["msg"]) for name, res in tasks if res.get("failed")] == [(
+        "Check the install settings",
+        "sglang_install_version must be an exact release such as 0.5.23, not 'latest';"
+        " sglang_install_no_index is true but sglang_install_find_links is empty; nothing could be installed;"
+        " sglang_install_keep_releases must be a whole number of at least 1, not '0'",
+    )]
+    assert tasks[-1][0] == "Check the install settings"
+    assert sorted(p.name for p in node.iterdir()) == [] and tree(node) == before
