@@ -199,7 +199,7 @@ def test_driver_below_floor_fails_and_changes_nothing():
     assert rc == 2
     failed = [(name, res["msg"]) for name, res in _task_results(report, "cuda13-fresh") if res.get("failed")]
     assert failed == [(
-        "Fail when the driver is older than CUDA 13.0 needs",
+        "Fail when the driver cannot run CUDA 13.0 on these GPUs",
         "cuda13: NVIDIA driver 570.133.20 is older than 580.65.06, the minimum for CUDA 13.0; install an"
         " R580 driver first (or set cuda13_driver_manage: true). Nothing was changed.",
     )]
@@ -296,7 +296,7 @@ def test_a_fingerprint_that_is_no_fingerprint_is_refused_before_the_key_is_read(
     rc, report = _playbook("--limit", "cuda13-fresh", "-e", "cuda13_repo_key_fingerprint=3BF863CC")
     assert rc == 2
     assert _failures(report, "cuda13-fresh") == [(
-        "Check the expected fingerprint of the repository signing key",
+        "Check the repository settings for this node",
         "cuda13: cuda13_repo_key_fingerprint '3BF863CC' is not an OpenPGP fingerprint (40 hexadecimal"
         " digits, or 64 for a version 6 key). Nothing was changed.",
     )]
