@@ -39,8 +39,9 @@ options:
     type: path
   paths:
     description:
-      - Further paths (the venv's parent directory, the service account's home) whose type,
-        mode and ownership are reported in RV(paths), so the caller can skip a C(file) task
+      - Further paths (the venv's parent directory, the service account's home, the files the
+        role writes) whose type, mode, ownership and, for a regular file, content checksum are
+        reported in RV(paths), so the caller can skip a C(file), C(copy) or C(template) task
         for a path that already matches. A symbolic link is reported as the link, with its
         target.
     type: list
@@ -135,7 +136,10 @@ paths:
     One entry per path in O(paths), keyed by the path: C(exists), C(isdir), C(mode) (four octal
     digits), C(owner) and C(group) (names, or numeric ids without a name). Only C(exists) when
     the path does not exist. A symbolic link has C(islink) true and its target in C(link);
-    C(mode), C(owner) and C(group) are then the link's own.
+    C(mode), C(owner) and C(group) are then the link's own. A regular file also has
+    C(checksum), the SHA-1 of its content (as M(ansible.builtin.copy) and
+    M(ansible.builtin.template) compare it), so the caller can skip writing a file that is
+    already as it would be written.
   returned: always
   type: dict
   sample: {"/opt/sglang": {"exists": true, "isdir": true, "islink": false, "mode": "0755", "owner": "root", "group": "root"}}
@@ -162,6 +166,7 @@ uv_version:
 
 import glob
 import grp
+import hashlib
 import os
 import pwd
 import re
@@ -217,7 +222,21 @@ def _path_stat(path):
               "mode": "%04o" % stat.S_IMODE(st.st_mode), "owner": owner, "group": group}
     if link is not None:
         result["link"] = link
+    elif stat.S_ISREG(st.st_mode):
+        result["checksum"] = _sha1(path)
     return result
+
+
+def _sha1(path):
+    """SHA-1 of a regular file's content, as Ansible's copy and template compare it; empty when unreadable."""
+    digest = hashlib.sha1()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(65536), b""):
+                digest.update(block)
+    except OSError:
+        return ""
+    return digest.hexdigest()
 
 
 def _releases(directory):

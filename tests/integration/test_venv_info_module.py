@@ -6,6 +6,7 @@ Each case asserts the exact result; check mode returns the same and changes noth
 from __future__ import annotations
 
 import grp
+import hashlib
 import json
 import os
 import pwd
@@ -138,6 +139,23 @@ def test_paths_report_type_mode_and_owner(tmp_path):
         str(tmp_path): {"exists": True, "isdir": True, "islink": False, "mode": "0750", "owner": me, "group": group},
         str(missing): {"exists": False},
     }
+
+
+def test_a_regular_file_has_the_checksum_copy_and_template_compare(tmp_path):
+    """SHA-1 of the content, as ansible.builtin.copy computes it: a caller that finds it equal
+    to what it would write (with the same mode and owner) can skip the write."""
+    written = tmp_path / "requirements.txt"
+    written.write_text("sglang==0.5.23\n")
+    os.chmod(written, 0o644)
+    rc, res = run_module({"venv": str(tmp_path / "venv"), "paths": [str(written)]})
+    assert rc == 0, res
+    assert res["paths"][str(written)]["checksum"] == hashlib.sha1(b"sglang==0.5.23\n").hexdigest()
+    assert res["paths"][str(written)]["mode"] == "0644" and res["paths"][str(written)]["isdir"] is False
+    written.write_text("sglang==0.5.24\n")
+    rc, res = run_module({"venv": str(tmp_path / "venv"), "paths": [str(written), str(tmp_path)]})
+    assert res["paths"][str(written)]["checksum"] == hashlib.sha1(b"sglang==0.5.24\n").hexdigest()
+    # Directories and links have none.
+    assert "checksum" not in res["paths"][str(tmp_path)]
 
 
 def test_releases_newest_first_and_the_link_with_its_target(tmp_path):
