@@ -1,6 +1,7 @@
 """Shared fixtures: where the collection resolves, the environment Ansible runs with, caches."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -121,3 +122,21 @@ def cache_dir() -> Path:
 @pytest.fixture(scope="session")
 def collections_path() -> str:
     return COLLECTIONS_PATH
+
+
+def local_play_tasks(tmp_path: Path, play: list, *args: str, expect_rc: int = 0) -> list:
+    """Run a play on localhost (local connection, the test venv's Python) with the
+    ansible.posix.json callback, assert its exit status, and return (task name, localhost's
+    result) for every task it ran."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(json.dumps(play), encoding="utf-8")
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    proc = subprocess.run(
+        [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook),
+         "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}", *args],
+        env=env, capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == expect_rc, proc.stdout[-20000:] + proc.stderr[-5000:]
+    report = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{"):])[0]
+    return [(t["task"]["name"], t["hosts"]["localhost"]) for p in report["plays"] for t in p["tasks"]]

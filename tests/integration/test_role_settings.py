@@ -7,13 +7,11 @@ that nothing was written.
 """
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import VENV_BIN, ansible_env
+from conftest import local_play_tasks
 
 pytestmark = pytest.mark.slow
 
@@ -26,19 +24,9 @@ def run_role(tmp_path: Path, role: str, **role_vars):
         "vars": role_vars,
         "roles": [{"role": f"blackwell.sglang.{role}"}],
     }]
-    # Beside the node's files, not among them.
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(json.dumps(play), encoding="utf-8")
-    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
-    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
-    proc = subprocess.run(
-        [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook),
-         "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}"],
-        env=env, capture_output=True, text=True, check=False,
-    )
-    assert proc.returncode == 2, proc.stdout[-20000:] + proc.stderr[-5000:]
-    report = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{"):])[0]
-    return [(t["task"]["name"].split(" : ", 1)[-1], t["hosts"]["localhost"]) for p in report["plays"] for t in p["tasks"]]
+    # play.yml goes beside the node's files, not among them.
+    tasks = local_play_tasks(tmp_path, play, expect_rc=2)
+    return [(name.split(" : ", 1)[-1], result) for name, result in tasks]
 
 
 def tree(path: Path) -> dict:

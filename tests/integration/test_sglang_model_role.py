@@ -8,14 +8,12 @@ that cannot be staged refused before anything changes, and bad settings refused.
 """
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 import model_snapshot
-from conftest import VENV_BIN, ansible_env
+from conftest import local_play_tasks
 
 pytestmark = pytest.mark.slow
 
@@ -32,18 +30,7 @@ def run_role(tmp_path: Path, *args: str, expect_rc: int = 0, **role_vars):
         "post_tasks": [{"name": "Show the staged path", "ansible.builtin.debug": {
             "msg": "{{ sglang_model_staged_path | default('unset') }}"}}],
     }]
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(json.dumps(play), encoding="utf-8")
-    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
-    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
-    proc = subprocess.run(
-        [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook),
-         "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}", *args],
-        env=env, capture_output=True, text=True, check=False,
-    )
-    assert proc.returncode == expect_rc, proc.stdout[-20000:] + proc.stderr[-5000:]
-    report = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{"):])[0]
-    return [(t["task"]["name"], t["hosts"]["localhost"]) for p in report["plays"] for t in p["tasks"]]
+    return local_play_tasks(tmp_path, play, *args, expect_rc=expect_rc)
 
 
 def changed(tasks):
