@@ -14,7 +14,8 @@
 # default lab/state),
 # LAB_INVENTORY (default inventories/lab/hosts.yml), LAB_VOLUMES (extra podman -v arguments,
 # space separated, e.g. a package repository bind-mounted read-only into every node),
-# LAB_SSH_WAIT (seconds to wait for each node's sshd, default 300), LAB_GROUP (the inventory
+# LAB_SSH_WAIT (seconds to wait for each node's sshd, default 300), LAB_BOOT_TRIES (containers
+# tried for a node whose systemd exits while booting, default 3), LAB_GROUP (the inventory
 # group of the nodes, default sglang_nodes: the group site.yml targets).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -45,54 +46,78 @@ ensure_key() {
 
 node_name() { printf '%s-%02d' "$prefix" "$1"; }
 
-start_node() {
+run_node() {
   local i=$1 name port
   name=$(node_name "$i")
   port=$((port_base + i))
+  local volumes=(-v "$debian_mirror:/srv/debian-mirror:ro")
+  for v in ${LAB_VOLUMES:-}; do volumes+=(-v "$v"); done
+  # runc and lowered rlimits: the only combination Debian's podman 4.3 accepts here.
+  podman run -d --name "$name" --hostname "$name" --label "$label" \
+    --systemd=always --ulimit nofile=1024:1024 --ulimit nproc=4096:4096 \
+    -p "127.0.0.1:$port:22" "${volumes[@]}" "$image" /sbin/init >/dev/null
+}
+
+start_node() {
+  local name
+  name=$(node_name "$1")
   if podman container exists "$name"; then
     podman start "$name" >/dev/null
   else
-    local volumes=(-v "$debian_mirror:/srv/debian-mirror:ro")
-    for v in ${LAB_VOLUMES:-}; do volumes+=(-v "$v"); done
-    # runc and lowered rlimits: the only combination Debian's podman 4.3 accepts here.
-    podman run -d --name "$name" --hostname "$name" --label "$label" \
-      --systemd=always --ulimit nofile=1024:1024 --ulimit nproc=4096:4096 \
-      -p "127.0.0.1:$port:22" "${volumes[@]}" "$image" /sbin/init >/dev/null
+    run_node "$1"
   fi
 }
 
-# A node whose systemd exited while booting (seen a few times on a 2-core machine starting
-# several labs at once) gets its exit code and log printed and is started once more.
-ensure_running() {
-  local name=$1 state
-  state=$(podman inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$name")
-  [ "${state%% *}" = running ] && return 0
-  echo "fleet: $name stopped while booting (state, exit code: $state); its log:" >&2
-  podman logs --tail 40 "$name" >&2 || true
-  podman start "$name" >/dev/null
-  sleep 2
-  state=$(podman inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$name")
-  [ "${state%% *}" = running ] || die "$name stopped again while booting (state, exit code: $state)"
+node_state() {
+  podman inspect -f '{{.State.Status}} exit={{.State.ExitCode}} oom={{.State.OOMKilled}}' "$1" 2>/dev/null ||
+    echo "gone"
+}
+
+# A node whose systemd exits while booting (seen now and then on a 2-core machine starting
+# several labs at once) is reported with its state and log, and replaced by a new container,
+# up to LAB_BOOT_TRIES times. The key goes in only once systemd has been seen running; a node
+# that stops between that look and the exec, or before its sshd answers, is caught there.
+boot_node() {
+  local i=$1 name status try
+  name=$(node_name "$i")
+  for try in $(seq 1 "${LAB_BOOT_TRIES:-3}"); do
+    status=$(node_state "$name")
+    if [ "${status%% *}" = running ] && authorize_key "$name" && wait_ssh "$i"; then
+      return 0
+    fi
+    # A node on its way down ("stopping") can be neither started nor exec'd into: wait until
+    # it has stopped, so that what follows sees its final state and log.
+    for _ in $(seq 1 30); do
+      case "$(node_state "$name")" in stopping* | running*) sleep 1 ;; *) break ;; esac
+    done
+    status=$(node_state "$name")
+    echo "fleet: $name stopped while booting (try $try; $status); its log:" >&2
+    podman logs --tail 40 "$name" >&2 || true
+    podman rm -f -t 0 "$name" >/dev/null 2>&1 || true
+    run_node "$i"
+    sleep 2
+  done
+  die "$name did not stay up in ${LAB_BOOT_TRIES:-3} tries ($(node_state "$name"))"
 }
 
 # What cloud-init does with the key a cloud user is given at launch.
 authorize_key() {
-  local name=$1
-  ensure_running "$name"
-  podman exec -i --user "$user" "$name" sh -c \
+  podman exec -i --user "$user" "$1" sh -c \
     'umask 077 && mkdir -p ~/.ssh && cat >~/.ssh/authorized_keys' <"$state/id_ed25519.pub"
 }
 
+# 0 once the node's sshd lets the lab key in; 1 as soon as the node is seen stopped.
 wait_ssh() {
-  local i=$1 port tries=0
+  local i=$1 name port tries=0
+  name=$(node_name "$i")
   port=$((port_base + i))
   until ssh -i "$state/id_ed25519" -p "$port" -o BatchMode=yes -o ConnectTimeout=3 \
     -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
     "$user@127.0.0.1" true 2>/dev/null; do
     tries=$((tries + 1))
     # A busy machine boots many systemd containers slowly: minutes, not seconds.
-    [ "$tries" -lt "${LAB_SSH_WAIT:-300}" ] || die "$(node_name "$i") did not answer on 127.0.0.1:$port"
-    sleep 1
+    [ "$tries" -lt "${LAB_SSH_WAIT:-300}" ] || die "$name did not answer on 127.0.0.1:$port"
+    case "$(node_state "$name")" in running*) sleep 1 ;; *) return 1 ;; esac
   done
 }
 
@@ -140,8 +165,7 @@ case "$cmd" in
     ensure_key
     for i in $(seq 1 "$count"); do start_node "$i"; done
     for i in $(seq 1 "$count"); do
-      authorize_key "$(node_name "$i")"
-      wait_ssh "$i"
+      boot_node "$i"
     done
     write_inventory
     echo "fleet: $count node(s) up, inventory $inventory"
