@@ -16,8 +16,9 @@ description:
     release (from the C(sglang-*.dist-info/METADATA) file), where the C(sglang) package lives,
     whether that release ships the torch symmetric-memory communicator, and the text of torch's
     C(torch/version.py) (the CUDA build torch was made for).
-  - Optionally also reports an interpreter (exists, executable) and the uv release installed in
-    a separate venv.
+  - Optionally also reports an interpreter (exists, executable), the uv release installed in
+    a separate venv, and an account and a group as the system's user and group databases hold
+    them.
   - Nothing is imported from the venv; importing SGLang would pull in torch and CUDA.
   - Read-only; one call replaces the find, stat and slurp round trips the roles would need.
 author:
@@ -52,6 +53,16 @@ options:
       - A directory of releases, one venv per subdirectory; its subdirectories are listed in
         RV(releases), newest first.
     type: path
+  user:
+    description:
+      - An account (the service account) to report on in RV(user), so the caller can skip an
+        M(ansible.builtin.user) task for an account that is already as it would be made.
+    type: str
+  group:
+    description:
+      - A group to report on in RV(group), so the caller can skip an M(ansible.builtin.group)
+        task for a group that exists already.
+    type: str
 attributes:
   check_mode:
     support: full
@@ -67,6 +78,8 @@ EXAMPLES = r"""
     venv: /opt/sglang/releases/0.5.23
     python: /usr/bin/python3
     uv_venv: /opt/sglang/uv
+    user: sglang
+    group: sglang
   register: sglang_venv
 
 - name: Show the installed release
@@ -162,6 +175,21 @@ uv_version:
   returned: when O(uv_venv) is set
   type: str
   sample: 0.13.9
+user:
+  description: >-
+    The account named in O(user), from the user database: C(name) and C(exists); when it
+    exists also C(uid), C(group) (the name of its primary group, or the numeric id without a
+    name), C(home) and C(shell).
+  returned: when O(user) is set
+  type: dict
+  sample: {"name": "sglang", "exists": true, "uid": 999, "group": "sglang", "home": "/var/lib/sglang", "shell": "/usr/sbin/nologin"}
+group:
+  description: >-
+    The group named in O(group), from the group database: C(name), C(exists) and, when it
+    exists, C(gid).
+  returned: when O(group) is set
+  type: dict
+  sample: {"name": "sglang", "exists": true, "gid": 999}
 """
 
 import glob
@@ -204,6 +232,13 @@ def _version(dist_info):
     return match.group(1) if match else ""
 
 
+def _group_name(gid):
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
 def _path_stat(path):
     try:
         st = os.lstat(path)
@@ -214,10 +249,7 @@ def _path_stat(path):
         owner = pwd.getpwuid(st.st_uid).pw_name
     except KeyError:
         owner = str(st.st_uid)
-    try:
-        group = grp.getgrgid(st.st_gid).gr_name
-    except KeyError:
-        group = str(st.st_gid)
+    group = _group_name(st.st_gid)
     result = {"exists": True, "isdir": stat.S_ISDIR(st.st_mode), "islink": link is not None,
               "mode": "%04o" % stat.S_IMODE(st.st_mode), "owner": owner, "group": group}
     if link is not None:
@@ -256,7 +288,23 @@ def _releases(directory):
     return sorted(found, key=lambda r: (r["mtime"], r["name"]), reverse=True)
 
 
-def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None):
+def _account(name):
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return {"name": name, "exists": False}
+    return {"name": name, "exists": True, "uid": entry.pw_uid, "group": _group_name(entry.pw_gid),
+            "home": entry.pw_dir, "shell": entry.pw_shell}
+
+
+def _group(name):
+    try:
+        return {"name": name, "exists": True, "gid": grp.getgrnam(name).gr_gid}
+    except KeyError:
+        return {"name": name, "exists": False}
+
+
+def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None, user=None, group=None):
     """Everything the roles need to know about the venv; reads files only."""
     site_dirs = _site_packages(venv)
     dists = _dist_infos(site_dirs, "sglang")
@@ -285,6 +333,10 @@ def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None):
         result["uv_version"] = _version(uv_dists[0]) if len(uv_dists) == 1 else ""
     if releases:
         result["releases"] = _releases(releases)
+    if user:
+        result["user"] = _account(user)
+    if group:
+        result["group"] = _group(group)
     return result
 
 
@@ -296,11 +348,14 @@ def main():
             uv_venv=dict(type="path"),
             paths=dict(type="list", elements="path", default=[]),
             releases=dict(type="path"),
+            user=dict(type="str"),
+            group=dict(type="str"),
         ),
         supports_check_mode=True,
     )
     info = venv_info(module.params["venv"], module.params["python"], module.params["uv_venv"],
-                     module.params["paths"], module.params["releases"])
+                     module.params["paths"], module.params["releases"], module.params["user"],
+                     module.params["group"])
     module.exit_json(changed=False, **info)
 
 

@@ -181,6 +181,26 @@ def test_releases_newest_first_and_the_link_with_its_target(tmp_path):
     assert (rc, res["releases"]) == (0, [])
 
 
+def test_the_account_and_group_as_the_databases_hold_them(tmp_path):
+    """The service account's primary group, home and shell, and its group, from the password
+    and group databases: what sglang_install compares before it would run the user and group
+    modules. A name neither database has is reported as missing, not as an error."""
+    me = pwd.getpwuid(os.getuid())
+    mine = grp.getgrgid(me.pw_gid)
+    rc, res = run_module({"venv": str(tmp_path / "venv"), "user": me.pw_name, "group": mine.gr_name})
+    assert rc == 0, res
+    assert res["user"] == {"name": me.pw_name, "exists": True, "uid": me.pw_uid, "group": mine.gr_name,
+                           "home": me.pw_dir, "shell": me.pw_shell}
+    assert res["group"] == {"name": mine.gr_name, "exists": True, "gid": mine.gr_gid}
+    rc, res = run_module({"venv": str(tmp_path / "venv"), "user": "blackwell-no-such-user",
+                          "group": "blackwell-no-such-group"}, "--check")
+    assert rc == 0, res
+    assert res["user"] == {"name": "blackwell-no-such-user", "exists": False}
+    assert res["group"] == {"name": "blackwell-no-such-group", "exists": False}
+    rc, res = run_module({"venv": str(tmp_path / "venv")})
+    assert "user" not in res and "group" not in res
+
+
 def test_venv_is_required():
     rc, res = run_module({"python": "/usr/bin/python3"})
     assert rc != 0
