@@ -17,6 +17,27 @@ VENV_BIN = Path(sys.executable).parent
 CACHE = Path(os.environ.get("BLACKWELL_CACHE", ROOT / ".cache"))
 
 
+MOLECULE_TESTS = "tests/test_molecule.py::"
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """tools/test.sh runs each test file whole on one process (--dist loadfile), except the
+    molecule scenarios: each has containers and state of its own, so each is a unit of its own,
+    and the scenarios run side by side instead of one after another on one process (that chain
+    was the whole run's length). Units start in the order pytest.ini's testpaths collect them,
+    not largest file first: the longest labs must not start last."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling  # pylint: disable=import-outside-toplevel
+
+    class ScenarioScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if nodeid.startswith(MOLECULE_TESTS) else super()._split_scope(nodeid)
+
+    config.option.loadscopereorder = False
+    return ScenarioScheduling(config, log)
+
+
 def _collections_path() -> str:
     return subprocess.run(
         [str(ROOT / "tools" / "collection-path.sh")], check=True, capture_output=True, text=True
