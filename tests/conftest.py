@@ -20,6 +20,8 @@ CACHE = Path(os.environ.get("BLACKWELL_CACHE", ROOT / ".cache"))
 MOLECULE_TESTS = "tests/test_molecule.py::"
 
 
+# Optional: a pytest without xdist (the ansible-core 2.21 venv runs tests/unit so) has no such hook.
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """tools/test.sh runs each test file whole on one process (--dist loadfile), except the
     molecule scenarios: each has containers and state of its own, so each is a unit of its own,
