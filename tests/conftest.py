@@ -18,6 +18,14 @@ CACHE = Path(os.environ.get("BLACKWELL_CACHE", ROOT / ".cache"))
 
 
 MOLECULE_TESTS = "tests/test_molecule.py::"
+# The longest units start first, so that none of them starts last: pytest collects in directory
+# order whatever testpaths says, so the order is set here.
+FIRST = ("tests/integration/test_drift_fleet.py::", MOLECULE_TESTS)
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: next((i for i, prefix in enumerate(FIRST) if item.nodeid.startswith(prefix)),
+                                     len(FIRST)))
 
 
 # Optional: a pytest without xdist (the ansible-core 2.21 venv runs tests/unit so) has no such hook.
@@ -26,8 +34,8 @@ def pytest_xdist_make_scheduler(config, log):
     """tools/test.sh runs each test file whole on one process (--dist loadfile), except the
     molecule scenarios: each has containers and state of its own, so each is a unit of its own,
     and the scenarios run side by side instead of one after another on one process (that chain
-    was the whole run's length). Units start in the order pytest.ini's testpaths collect them,
-    not largest file first: the longest labs must not start last."""
+    was the whole run's length). Units start in the order collected (FIRST above), not largest
+    file first: the longest labs must not start last."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling  # pylint: disable=import-outside-toplevel
