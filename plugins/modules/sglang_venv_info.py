@@ -48,6 +48,20 @@ options:
     type: list
     elements: path
     default: []
+  contents:
+    description:
+      - Small text files (a record the role keeps on the node) whose content is returned in
+        RV(contents), so the caller needs no M(ansible.builtin.slurp) of its own.
+    type: list
+    elements: path
+    default: []
+  server_flags:
+    description:
+      - Also read the launch flags of the SGLang release in the venv from its source, as
+        M(blackwell.sglang.sglang_server_flags) does, into RV(server_flags), so that a role
+        deploying the release needs no second read of the venv.
+    type: bool
+    default: false
   releases:
     description:
       - A directory of releases, one venv per subdirectory; its subdirectories are listed in
@@ -156,6 +170,26 @@ paths:
   returned: always
   type: dict
   sample: {"/opt/sglang": {"exists": true, "isdir": true, "islink": false, "mode": "0755", "owner": "root", "group": "root"}}
+contents:
+  description: >-
+    The text of each file in O(contents), keyed by its path (decoded as UTF-8, undecodable bytes
+    replaced); null for a file that does not exist or cannot be read.
+  returned: always
+  type: dict
+  sample: {"/etc/sglang/tp-size": "8\n"}
+server_flags:
+  description: >-
+    The release's launch flags and what follows from them, as
+    M(blackwell.sglang.sglang_server_flags) returns them (C(version), C(flags), C(deprecated),
+    C(fusion_arguments), C(fusion_sm_restricted), C(pcie_ipc_allreduce), C(package_dir));
+    null when they could not be read (see RV(server_flags_error)).
+  returned: when O(server_flags=true)
+  type: dict
+  sample: {"version": "0.5.8", "flags": ["--enable-torch-symm-mem", "--model-path"], "fusion_arguments": ["--enable-flashinfer-allreduce-fusion"]}
+server_flags_error:
+  description: Why the flags could not be read (no SGLang in the venv, a source it cannot parse); null otherwise.
+  returned: when O(server_flags=true)
+  type: str
 releases:
   description: >-
     The subdirectories of O(releases) (not links), newest modification first: C(path), C(name)
@@ -194,24 +228,30 @@ group:
 
 import glob
 import grp
-import hashlib
 import os
 import pwd
 import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.blackwell.sglang.plugins.module_utils import file_state
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_server_args import ReleaseScanError, scan_release
 
 COMMUNICATOR = "srt/distributed/device_communicators/torch_symm_mem.py"
 _VERSION = re.compile(r"^Version:[ \t]*(\S+)", re.M)
 
 
-def _read(path):
+def _text(path):
+    """A file's text; None when it does not exist or cannot be read."""
     try:
         with open(path, "rb") as handle:
             return handle.read().decode("utf-8", "replace")
     except (IOError, OSError):
-        return ""
+        return None
+
+
+def _read(path):
+    return _text(path) or ""
 
 
 def _site_packages(venv):
@@ -230,45 +270,6 @@ def _dist_infos(site_dirs, name):
 def _version(dist_info):
     match = _VERSION.search(_read(os.path.join(dist_info, "METADATA")))
     return match.group(1) if match else ""
-
-
-def _group_name(gid):
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
-
-
-def _path_stat(path):
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return {"exists": False}
-    link = os.readlink(path) if stat.S_ISLNK(st.st_mode) else None
-    try:
-        owner = pwd.getpwuid(st.st_uid).pw_name
-    except KeyError:
-        owner = str(st.st_uid)
-    group = _group_name(st.st_gid)
-    result = {"exists": True, "isdir": stat.S_ISDIR(st.st_mode), "islink": link is not None,
-              "mode": "%04o" % stat.S_IMODE(st.st_mode), "owner": owner, "group": group}
-    if link is not None:
-        result["link"] = link
-    elif stat.S_ISREG(st.st_mode):
-        result["checksum"] = _sha1(path)
-    return result
-
-
-def _sha1(path):
-    """SHA-1 of a regular file's content, as Ansible's copy and template compare it; empty when unreadable."""
-    digest = hashlib.sha1()
-    try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(65536), b""):
-                digest.update(block)
-    except OSError:
-        return ""
-    return digest.hexdigest()
 
 
 def _releases(directory):
@@ -293,7 +294,7 @@ def _account(name):
         entry = pwd.getpwnam(name)
     except KeyError:
         return {"name": name, "exists": False}
-    return {"name": name, "exists": True, "uid": entry.pw_uid, "group": _group_name(entry.pw_gid),
+    return {"name": name, "exists": True, "uid": entry.pw_uid, "group": file_state.group_name(entry.pw_gid),
             "home": entry.pw_dir, "shell": entry.pw_shell}
 
 
@@ -304,7 +305,18 @@ def _group(name):
         return {"name": name, "exists": False}
 
 
-def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None, user=None, group=None):
+def _server_flags(package):
+    """(the release's flags as sglang_server_flags reports them, or None; why not)."""
+    if not package:
+        return None, "no sglang package in the venv"
+    try:
+        return scan_release(package), None
+    except ReleaseScanError as exc:
+        return None, str(exc)
+
+
+def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None, user=None, group=None, contents=(),
+              server_flags=False):
     """Everything the roles need to know about the venv; reads files only."""
     site_dirs = _site_packages(venv)
     dists = _dist_infos(site_dirs, "sglang")
@@ -322,7 +334,8 @@ def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None, user=Non
         "sglang_package": package,
         "torch_symm_mem": bool(package) and os.path.isfile(os.path.join(package, COMMUNICATOR)),
         "torch_version_source": _read(torch_version) if torch_version else "",
-        "paths": dict((p, _path_stat(p)) for p in paths),
+        "paths": dict((p, file_state.path_state(p)) for p in paths),
+        "contents": dict((p, _text(p)) for p in contents),
     }
     if python:
         result["python"] = {"path": python, "exists": os.path.exists(python),
@@ -331,6 +344,8 @@ def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None, user=Non
         uv_dists = _dist_infos(_site_packages(uv_venv), "uv")
         result["uv_venv_exists"] = os.path.isfile(os.path.join(uv_venv, "pyvenv.cfg"))
         result["uv_version"] = _version(uv_dists[0]) if len(uv_dists) == 1 else ""
+    if server_flags:
+        result["server_flags"], result["server_flags_error"] = _server_flags(package)
     if releases:
         result["releases"] = _releases(releases)
     if user:
@@ -350,12 +365,14 @@ def main():
             releases=dict(type="path"),
             user=dict(type="str"),
             group=dict(type="str"),
+            contents=dict(type="list", elements="path", default=[]),
+            server_flags=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
     info = venv_info(module.params["venv"], module.params["python"], module.params["uv_venv"],
                      module.params["paths"], module.params["releases"], module.params["user"],
-                     module.params["group"])
+                     module.params["group"], module.params["contents"], module.params["server_flags"])
     module.exit_json(changed=False, **info)
 
 

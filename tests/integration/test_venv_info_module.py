@@ -12,10 +12,11 @@ import os
 import pwd
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
-from sglang_wheels import BEFORE_SYMM_MEM, install_tree
+from sglang_wheels import BEFORE_SYMM_MEM, install_tree, wheel
 
 from conftest import VENV_BIN, ansible_env
 
@@ -205,3 +206,44 @@ def test_venv_is_required():
     rc, res = run_module({"python": "/usr/bin/python3"})
     assert rc != 0
     assert res["msg"] == "missing required arguments: venv"
+
+
+def test_contents_return_a_record_and_null_for_a_missing_one(tmp_path):
+    record = tmp_path / "tp-size"
+    record.write_text("8\n")
+    missing = tmp_path / "nothing"
+    rc, res = run_module({"venv": str(tmp_path / "venv"), "contents": [str(record), str(missing)]})
+    assert rc == 0, res
+    assert res["contents"] == {str(record): "8\n", str(missing): None}
+
+
+def test_server_flags_are_the_releases_own_as_sglang_server_flags_reads_them(tmp_path):
+    venv = venv_with(tmp_path, None)
+    # The whole release: its flags are read from server_args.py and the files it imports.
+    with zipfile.ZipFile(wheel("0.5.18")) as archive:
+        archive.extractall(venv / "lib" / PY / "site-packages")
+    rc, res = run_module({"venv": str(venv), "server_flags": True})
+    assert rc == 0, res
+    proc = subprocess.run(
+        [str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-m", "blackwell.sglang.sglang_server_flags",
+         "-a", json.dumps({"venv": str(venv)})],
+        env=ansible_env(ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+                        ANSIBLE_PYTHON_INTERPRETER=sys.executable),
+        capture_output=True, text=True, check=True)
+    flags = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    assert res["server_flags_error"] is None
+    assert res["server_flags"]["version"] == "0.5.18"
+    assert "--enable-torch-symm-mem" in res["server_flags"]["flags"]
+    for key in ("version", "flags", "deprecated", "fusion_arguments", "fusion_sm_restricted", "pcie_ipc_allreduce",
+                "package_dir"):
+        assert res["server_flags"][key] == flags[key], key
+    # Not asked: not read.
+    rc, plain = run_module({"venv": str(venv)})
+    assert "server_flags" not in plain
+
+
+def test_server_flags_of_a_venv_without_sglang_say_why(tmp_path):
+    venv = venv_with(tmp_path, None)
+    rc, res = run_module({"venv": str(venv), "server_flags": True})
+    assert rc == 0, res
+    assert (res["server_flags"], res["server_flags_error"]) == (None, "no sglang package in the venv")
