@@ -23,7 +23,7 @@ from conftest import ROOT, VENV_BIN, ansible_env, copy_as_collection
 
 AUTHOR = "blackwell.sglang maintainers (@blackwell-sglang)"
 ROLES = sorted(p.parent.parent.name for p in (ROOT / "roles").glob("*/meta/argument_specs.yml"))
-PLUGINS = [path for kind in ("modules", "callback", "filter")
+PLUGINS = [path for kind in ("modules", "callback", "filter", "lookup")
            for path in sorted((ROOT / "plugins" / kind).glob("*.py")) if path.name != "__init__.py"]
 GALAXY_VERSION = yaml.safe_load((ROOT / "galaxy.yml").read_text(encoding="utf-8"))["version"]
 
@@ -106,6 +106,7 @@ DOC_COMMANDS = {
     "modules": "ansible-doc blackwell.sglang.{}",
     "callback": "ansible-doc -t callback blackwell.sglang.{}",
     "filter": "ansible-doc -t filter blackwell.sglang.{}",
+    "lookup": "ansible-doc -t lookup blackwell.sglang.{}",
 }
 
 
@@ -180,6 +181,7 @@ def test_release_lists_new_modules_plugins_roles_and_playbook(tmp_path):
     assert sorted(m["name"] for m in release["modules"]) == sorted(p.stem for p in PLUGINS if p.parent.name == "modules")
     assert [p["name"] for p in release["plugins"]["callback"]] == ["drift_report"]
     assert [p["name"] for p in release["plugins"]["filter"]] == ["pcie_findings"]
+    assert [p["name"] for p in release["plugins"]["lookup"]] == ["template_sha1"]
     assert sorted(r["name"] for r in release["objects"]["role"]) == ROLES
     assert [p["name"] for p in release["objects"]["playbook"]] == ["site"]
 
