@@ -199,7 +199,7 @@ def test_driver_below_floor_fails_and_changes_nothing():
     assert rc == 2
     failed = [(name, res["msg"]) for name, res in _task_results(report, "cuda13-fresh") if res.get("failed")]
     assert failed == [(
-        "Fail when the driver cannot run CUDA 13.0 on these GPUs",
+        "Refuse settings and a driver CUDA 13.0 cannot work with",
         "cuda13: NVIDIA driver 570.133.20 is older than 580.65.06, the minimum for CUDA 13.0; install an"
         " R580 driver first (or set cuda13_driver_manage: true). Nothing was changed.",
     )]
@@ -215,7 +215,7 @@ def test_unreachable_key_url_fails_with_what_to_set_and_changes_nothing():
     assert rc == 2
     failed = [(name, res["msg"]) for name, res in _task_results(report, "cuda13-keep") if res.get("failed")]
     assert failed == [(
-        "Fail when the repository signing key cannot be downloaded",
+        "Refuse a signing key that cannot be fetched or is not the expected one",
         "cuda13: could not download the CUDA repository signing key from"
         " http://127.0.0.1:9/debian12/x86_64/3bf863cc.pub (no connection). Set cuda13_repo_base_url"
         " to a mirror of NVIDIA's repositories that this node reaches, or cuda13_repo_key_url to a"
@@ -281,7 +281,7 @@ def test_a_key_with_another_fingerprint_is_refused_and_nothing_is_written(check)
                            "-e", f"cuda13_repo_key_fingerprint={NVIDIA_FINGERPRINT}")
     assert rc == 2
     assert _failures(report, "cuda13-fresh") == [(
-        "Fail when the repository signing key is not the expected one",
+        "Refuse a signing key that cannot be fetched or is not the expected one",
         "cuda13: the CUDA repository signing key from file:///srv/cuda-repo/debian12/x86_64/cuda-archive-key.pub"
         f" has the fingerprint {LAB_FINGERPRINT}, but cuda13_repo_key_fingerprint expects {NVIDIA_FINGERPRINT};"
         " refusing to trust it. Nothing was changed.",
@@ -296,7 +296,7 @@ def test_a_fingerprint_that_is_no_fingerprint_is_refused_before_the_key_is_read(
     rc, report = _playbook("--limit", "cuda13-fresh", "-e", "cuda13_repo_key_fingerprint=3BF863CC")
     assert rc == 2
     assert _failures(report, "cuda13-fresh") == [(
-        "Check the repository settings for this node",
+        "Refuse settings and a driver CUDA 13.0 cannot work with",
         "cuda13: cuda13_repo_key_fingerprint '3BF863CC' is not an OpenPGP fingerprint (40 hexadecimal"
         " digits, or 64 for a version 6 key). Nothing was changed.",
     )]
