@@ -47,9 +47,10 @@ def test_sglang_service_names_every_wrong_setting_at_once(tmp_path):
         sglang_service_host="0.0.0.0",
         sglang_service_env_file=str(conf / "sglang.env"),
         sglang_service_gpu={"present": True, "count": 4, "capability_majors": [12]},
+        sglang_service_venv=str(node / "no-venv"),
     )
     assert [(name, res["msg"]) for name, res in tasks if res.get("failed")] == [(
-        "Refuse service settings that cannot be deployed",
+        "Refuse settings and a launch that cannot be deployed",
         "sglang_service: sglang_service_model_path is not set; it names the model sglang serves (a local path"
         " or a Hugging Face repository id). Nothing was written."
         " sglang_service: sglang_service_eagle3_enabled is true but sglang_service_eagle3_draft_model_path is"
@@ -62,14 +63,17 @@ def test_sglang_service_names_every_wrong_setting_at_once(tmp_path):
         f" (recorded in {conf}/tp-size), and the TP size follows the GPU count, but this node now reports 4"
         " GPU(s). GPUs are missing: check nvidia-smi and the kernel log (Xid errors, a GPU fallen off the bus)"
         " and bring them back, or set sglang_service_tp_size explicitly to serve on fewer GPUs. Nothing was"
-        " changed.",
+        " changed."
+        # This machine has no SGLang where the role looks for it: the release is a problem too.
+        f" sglang_service: cannot read the installed SGLang release in {node}/no-venv: no sglang package in the"
+        " venv. Install it first (sglang_install); nothing was written.",
     )]
-    assert tasks[-1][0] == "Refuse service settings that cannot be deployed"
+    assert tasks[-1][0] == "Refuse settings and a launch that cannot be deployed"
     assert tree(node) == before
 
 
-def test_sglang_service_with_right_settings_passes_the_refusal(tmp_path):
-    """The same task, skipped when every setting is right: the refusal is not a fixed failure."""
+def test_sglang_service_with_right_settings_refuses_only_the_missing_release(tmp_path):
+    """The same task with every setting right: only the release the node lacks is refused."""
     node = tmp_path / "node"
     conf = node / "etc"
     conf.mkdir(parents=True)
@@ -80,12 +84,13 @@ def test_sglang_service_with_right_settings_passes_the_refusal(tmp_path):
         sglang_service_host="127.0.0.1",
         sglang_service_env_file=str(conf / "sglang.env"),
         sglang_service_gpu={"present": True, "count": 4, "capability_majors": [12]},
-        # No SGLang here: the run stops at reading the release's flags, after the refusal.
+        # No SGLang here: the release cannot be read, and nothing else is wrong.
         sglang_service_venv=str(node / "no-venv"),
     )
-    refusal = [res for name, res in tasks if name == "Refuse service settings that cannot be deployed"]
-    assert refusal and refusal[0].get("skipped"), tasks
-    assert [name for name, res in tasks if res.get("failed")] == ["Read the flags of the installed SGLang release"]
+    assert [(name, res["msg"]) for name, res in tasks if res.get("failed")] == [(
+        "Refuse settings and a launch that cannot be deployed",
+        f"sglang_service: cannot read the installed SGLang release in {node}/no-venv: no sglang package in the"
+        " venv. Install it first (sglang_install); nothing was written.")]
 
 
 def test_sglang_install_names_every_wrong_setting_at_once(tmp_path):
@@ -101,10 +106,10 @@ def test_sglang_install_names_every_wrong_setting_at_once(tmp_path):
         sglang_install_releases_dir=str(node / "releases"),
     )
     assert [(name, res["msg"]) for name, res in tasks if res.get("failed")] == [(
-        "Check the install settings",
+        "Refuse settings and a node the install cannot work with",
         "sglang_install_version must be an exact release such as 0.5.23, not 'latest';"
         " sglang_install_no_index is true but sglang_install_find_links is empty; nothing could be installed;"
         " sglang_install_keep_releases must be a whole number of at least 1, not '0'",
     )]
-    assert tasks[-1][0] == "Check the install settings"
+    assert tasks[-1][0] == "Refuse settings and a node the install cannot work with"
     assert sorted(p.name for p in node.iterdir()) == [] and tree(node) == before
