@@ -134,12 +134,22 @@ def _snapshot(node):
     return proc.stdout
 
 
+# The role's steps after its read: a converged node passes none of them (meta end_role).
+STEPS = ("Create the keyring directory", "Install the repository signing key from the node's mirror",
+         "Configure the CUDA repository", "Install or move the toolkit", "Hold the toolkit against unattended upgrades",
+         "Select CUDA 13.0 for the toolkit links", "Export PATH and CUDA_HOME for login shells",
+         "Add the toolkit libraries to the linker path", "Check nvcc reports CUDA 13.0")
+
+
 def test_check_on_converged_nodes_reports_nothing():
     rc, report = _playbook("--check", "--limit", ",".join(UPGRADED))
     assert rc == 0, report["stats"]
     for node in UPGRADED:
         assert report["stats"][node]["changed"] == 0, _changed_tasks(report, node)
         assert report["stats"][node]["failures"] == 0
+        names = [name for name, _res in _task_results(report, node)]
+        assert "Read the toolkit packages, the CUDA links, nvcc, the repository files and the signing key" in names
+        assert [name for name in names if name in STEPS] == [], names
 
 
 def _exec(node, *argv):
