@@ -58,7 +58,7 @@ PLANTED = (
 # Tracked files that are for developing the collection, not for using it.
 DEVELOPMENT_ONLY = ("galaxy.yml", ".gitignore", ".gitattributes", ".ci/")
 TOP_LEVEL = sorted([
-    ".ansible-lint", "FILES.json", "MANIFEST.json", "Makefile", "README.md", "ansible.cfg",
+    ".ansible-lint", ".config", "FILES.json", "MANIFEST.json", "Makefile", "README.md", "ansible.cfg",
     "benchmarks", "changelogs", "execution-environment.yml", "inventories", "meta", "molecule",
     "playbooks", "plugins", "pytest.ini", "roles", "site.yml", "tests", "tools",
 ])
