@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import local_play_tasks
+from sglang_releases import unpack
 
 pytestmark = pytest.mark.slow
 
@@ -91,6 +92,29 @@ def test_sglang_service_with_right_settings_refuses_only_the_missing_release(tmp
         "Refuse settings and a launch that cannot be deployed",
         f"sglang_service: cannot read the installed SGLang release in {node}/no-venv: no sglang package in the"
         " venv. Install it first (sglang_install); nothing was written.")]
+
+
+def test_sglang_service_without_a_model_path_is_refused_by_name(tmp_path):
+    """A readable release and no sglang_service_model_path at all (it has no default): the launch
+    arguments are spelt before the refusal, and the refusal still names the missing setting."""
+    node = tmp_path / "node"
+    conf = node / "etc"
+    conf.mkdir(parents=True)
+    venv = node / "venv"
+    unpack("0.5.8", venv / "lib" / "python3.11" / "site-packages")
+    before = tree(node)
+    tasks = run_role(
+        tmp_path, "sglang_service",
+        sglang_service_host="127.0.0.1",
+        sglang_service_env_file=str(conf / "sglang.env"),
+        sglang_service_gpu={"present": True, "count": 4, "capability_majors": [12]},
+        sglang_service_venv=str(venv),
+    )
+    assert [(name, res["msg"]) for name, res in tasks if res.get("failed")] == [(
+        "Refuse settings and a launch that cannot be deployed",
+        "sglang_service: sglang_service_model_path is not set; it names the model sglang serves (a local path"
+        " or a Hugging Face repository id). Nothing was written.")]
+    assert tree(node) == before
 
 
 def test_sglang_install_names_every_wrong_setting_at_once(tmp_path):
