@@ -44,8 +44,9 @@ def _env() -> dict:
     return env
 
 
-def run_role(tmp_path: Path, venv: Path, *args: str, expect_rc: int = 0, **role_vars):
-    play = [{
+def run_role(tmp_path: Path, venv: Path, *args: str, expect_rc: int = 0, plays: list | None = None, **role_vars):
+    """The role in a play of its own on venv, or the plays given."""
+    play = plays or [{
         "name": "Patch SGLang",
         "hosts": "localhost",
         "gather_facts": False,
@@ -120,6 +121,27 @@ def test_apply_again_and_check_mode(tmp_path):
     assert [m for m in messages(tasks) if m != "The arg spec validation passed"] == []
 
 
+def test_a_read_of_an_earlier_play_is_not_taken_for_another_venv(tmp_path):
+    """The role reads venv A itself in a first play; in a second, sglang_install's read of venv B
+    (registered as that role registers it) is the one to follow, and B is what gets patched."""
+    first, _ = make_venv(tmp_path / "a", RELEASE)
+    second, second_package = make_venv(tmp_path / "b", RELEASE)
+    role = [{"role": "blackwell.sglang.sglang_sm120_patch"}]
+    patch_b = {"sglang_sm120_patch_venv": str(second), "sglang_sm120_patch_capabilities": [12]}
+    plays = [
+        {"name": "Patch venv A", "hosts": "localhost", "gather_facts": False, "roles": role,
+         "vars": {"sglang_sm120_patch_venv": str(first), "sglang_sm120_patch_capabilities": [12]}},
+        {"name": "Patch venv B after its install", "hosts": "localhost", "gather_facts": False, "roles": role,
+         "vars": patch_b,
+         "pre_tasks": [{"name": "Read venv B as sglang_install does", "register": "sglang_install_venv_info",
+                        "blackwell.sglang.sglang_venv_info": {"venv": str(second)}}]},
+    ]
+    tasks = run_role(tmp_path, first, plays=plays)
+    assert changed(tasks) == [PATCH_TASK, PATCH_TASK]
+    values = dicts(second_package)
+    assert values[REL[0]][12] == values[REL[0]][10]
+
+
 def test_state_absent_restores_the_release_byte_for_byte(tmp_path):
     venv, package = make_venv(tmp_path, RELEASE)
     run_role(tmp_path, venv, sglang_sm120_patch_capabilities=[12])
@@ -191,6 +213,14 @@ def test_venv_without_sglang_is_refused(tmp_path):
     tasks = run_role(tmp_path, venv, expect_rc=2, sglang_sm120_patch_capabilities=[12])
     assert [r["msg"] for _name, r in tasks if r.get("failed")] == [
         f"no SGLang package under {venv}/lib/python3.*/site-packages; install it first (sglang_install)"
+    ]
+    # A check of the same node (SGLang still to be installed): not a failure, and the note says why.
+    tasks = run_role(tmp_path, venv, "--check", sglang_sm120_patch_capabilities=[12])
+    assert [name for name, r in tasks if r.get("failed")] == []
+    assert ran(tasks, PATCH_TASK) == []
+    assert [m for m in messages(tasks) if m != "The arg spec validation passed"] == [
+        f"no SGLang under {venv} yet: its install is this node's drift, and the patch is judged once it is"
+        " installed"
     ]
 
 
