@@ -171,8 +171,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
+from ansible.module_utils.six.moves.http_client import HTTPException
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
-from ansible.module_utils.urls import open_url
+from ansible.module_utils.urls import ConnectionError as FetchConnectionError, open_url
 from ansible_collections.blackwell.sglang.plugins.module_utils import cuda_toolkit, file_state, openpgp
 
 
@@ -183,7 +184,8 @@ def _fetch(url, timeout):
         return response.read(), {"status": response.getcode(), "error": None}
     except HTTPError as exc:
         return None, {"status": exc.code, "error": to_native(exc)}
-    except (URLError, OSError, ValueError) as exc:
+    # No usable answer: no connection, a refused certificate or proxy, an answer cut short.
+    except (URLError, OSError, ValueError, HTTPException, FetchConnectionError) as exc:
         return None, {"status": -1, "error": to_native(getattr(exc, "reason", exc))}
 
 

@@ -102,6 +102,13 @@ class _KeyServer(http.server.BaseHTTPRequestHandler):
             self.send_response(200)
             self.end_headers()
             self.wfile.write(self.key)
+        elif self.path == "/short.pub":
+            # An answer cut short: the length promised, half the key sent, the connection closed.
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(self.key)))
+            self.end_headers()
+            self.wfile.write(self.key[:len(self.key) // 2])
+            self.close_connection = True
         else:
             self.send_error(404)
 
@@ -124,6 +131,10 @@ def test_the_key_from_a_url_and_the_answer_when_there_is_none(lab_repo):
         assert rc == 0, missing
         assert (missing["key"]["fingerprints"], missing["key"]["armored"]) == ([], "")
         assert missing["key"]["download"]["status"] == 404
+        rc, short = run_module({"key_url": f"{base}/short.pub"})
+        assert rc == 0, short
+        assert (short["key"]["fingerprints"], short["key"]["download"]["status"]) == ([], -1)
+        assert "incompleteread" in short["key"]["download"]["error"].lower().replace(" ", ""), short
     finally:
         server.shutdown()
         server.server_close()
