@@ -19,6 +19,9 @@ description:
     others added, C(trim_blocks) on, C(lstrip_blocks) off, C(\n) line ends) and returns the
     SHA-1 of the result, the checksum M(ansible.builtin.copy) and M(ansible.builtin.template)
     compare with the file on the node.
+  - Task options of the template action that change the output (C(lstrip_blocks),
+    C(newline_sequence), other delimiters) are not taken into account, so compare only with files
+    a template task writes with the defaults.
   - The collection's roles compare it with the checksum their one read of the node returned,
     and skip a template task whose file already matches, or end the role on a node where every
     file does.

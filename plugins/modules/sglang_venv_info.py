@@ -17,8 +17,9 @@ description:
     whether that release ships the torch symmetric-memory communicator, and the text of torch's
     C(torch/version.py) (the CUDA build torch was made for).
   - Optionally also reports an interpreter (exists, executable), the uv release installed in
-    a separate venv, and an account and a group as the system's user and group databases hold
-    them.
+    a separate venv, an account and a group as the system's user and group databases hold
+    them, the state (type, mode, owner, SHA-1) of further paths, the text of small files, and
+    the launch flags the release's server accepts, read from its source.
   - Nothing is imported from the venv; importing SGLang would pull in torch and CUDA.
   - Read-only; one call replaces the find, stat and slurp round trips the roles would need.
 author:
