@@ -4,7 +4,8 @@ Brings up the largest fleet asked for and converges it once with the tuned confi
 (tools/lab/lab.sh: the lab's package sources, inventory settings and engine stand-in), then for
 each fleet size runs `ansible-playbook --check` against the first N nodes under each
 configuration and records wall time, nodes checked per minute and controller CPU seconds per
-node.
+node. The checks start once the nodes have gone idle after the converge (settle()), so that the
+engines the converge restarted last do not compete with the first checks for the CPUs.
 
 CPU is the ansible-playbook process tree (os.wait4 on the child: its own time plus every worker
 and ssh client it waited for) plus the SSH master connections the run left behind, read from
@@ -87,6 +88,26 @@ def cgroup_cpu_seconds(files: list) -> float:
     return total
 
 
+def settle(files: list, limit_s: float, window_s: float = 10.0) -> tuple:
+    """Wait until the converge's aftermath is over on the nodes: the engines it restarted last
+    starting up, the journal flushing. Settled when the fleet's CPU over one window is no lower
+    than over the one before (what is left is its idle use), or after limit_s. Returns the
+    seconds waited and the fleet's idle use in cores."""
+    started = time.monotonic()
+    before = cgroup_cpu_seconds(files)
+    time.sleep(window_s)
+    after = cgroup_cpu_seconds(files)
+    rate = (after - before) / window_s
+    while time.monotonic() - started < limit_s:
+        before = after
+        time.sleep(window_s)
+        after = cgroup_cpu_seconds(files)
+        previous, rate = rate, (after - before) / window_s
+        if rate >= previous * 0.9:
+            break
+    return time.monotonic() - started, rate
+
+
 def timed_run(cmd: list, env: dict, control_dir: Path, log: Path) -> dict:
     load_before = os.getloadavg()[0]
     with open(log, "w", encoding="utf-8") as out:
@@ -120,6 +141,8 @@ def main() -> int:
                         help="run the cold fact cache row only up to this fleet size (default 8)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     parser.add_argument("--keep", action="store_true", help="leave the fleet running")
+    parser.add_argument("--settle-max", type=float, default=300,
+                        help="longest wait, in seconds, for the nodes to go idle after the converge")
     args = parser.parse_args()
 
     sizes = sorted({int(s) for s in args.sizes.split(",")})
@@ -153,6 +176,9 @@ def main() -> int:
             return 1
         inventory = work / "inventory"
         hosts = sorted(re.findall(r"^        (\S+):$", (inventory / "hosts.yml").read_text(), re.M))
+        settle_s, idle_cores = settle(cgroup_cpu_files(hosts), args.settle_max)
+        print(json.dumps({"converge_s": round(converge_s, 1), "settle_s": round(settle_s, 1),
+                          "idle_fleet_cores": round(idle_cores, 3)}), flush=True)
 
         configs = [
             ("tuned", tuned, False),
@@ -194,7 +220,8 @@ def main() -> int:
         "playbook": os.path.relpath(args.playbook, ROOT),
         "controller": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
                        "ansible": sh(str(venv_bin / "ansible"), "--version").splitlines()[0]},
-        "converge_s": round(converge_s, 1),
+        "converge_s": round(converge_s, 1), "settle_s": round(settle_s, 1),
+        "idle_fleet_cores": round(idle_cores, 3),
         "converge_nodes": max(sizes), "results": results,
     }
     (out / "fleet-check.json").write_text(json.dumps(summary, indent=2) + "\n")
