@@ -124,7 +124,7 @@ def test_apply_again_and_check_mode(tmp_path):
 def test_a_read_of_an_earlier_play_is_not_taken_for_another_venv(tmp_path):
     """The role reads venv A itself in a first play; in a second, sglang_install's read of venv B
     (registered as that role registers it) is the one to follow, and B is what gets patched."""
-    first, _ = make_venv(tmp_path / "a", RELEASE)
+    first = make_venv(tmp_path / "a", RELEASE)[0]
     second, second_package = make_venv(tmp_path / "b", RELEASE)
     role = [{"role": "blackwell.sglang.sglang_sm120_patch"}]
     patch_b = {"sglang_sm120_patch_venv": str(second), "sglang_sm120_patch_capabilities": [12]}
