@@ -137,3 +137,51 @@ def test_sglang_install_names_every_wrong_setting_at_once(tmp_path):
     )]
     assert tasks[-1][0] == "Refuse settings and a node the install cannot work with"
     assert sorted(p.name for p in node.iterdir()) == [] and tree(node) == before
+
+
+LINE_BREAK = ("holds a line break (\\n), which would end its line in the file it is written to and start another;"
+              " give it on one line.")
+SECRET_BREAK = ("the secret holds a line break (\\n) (one trailing line break is removed, nothing else is); it would"
+                " add lines to the secrets file. Its value is not shown.")
+
+
+def test_sglang_service_refuses_values_that_would_add_lines_to_its_files(tmp_path):
+    """A key, a token, the model path, the served name, an extra argument and an environment value
+    with a line break in them, and flags the role spells given again in the extra arguments: the
+    role's own refusal (a play without the preflight) names each setting, never a secret's value,
+    and nothing is written."""
+    node = tmp_path / "node"
+    conf = node / "etc"
+    conf.mkdir(parents=True)
+    venv = node / "venv"
+    unpack("0.5.8", venv / "lib" / "python3.11" / "site-packages")
+    before = tree(node)
+    tasks = run_role(
+        tmp_path, "sglang_service",
+        sglang_service_api_key="sk-roleSECRETkey\nLD_PRELOAD=/tmp/x.so",
+        sglang_service_hf_token="hf_roleSECRETtoken\nEvil=1",
+        sglang_service_model_path="/models/Qwen3-8B\nExecStartPre=/bin/true",
+        sglang_service_served_model_name="qwen\n[Install]",
+        sglang_service_extra_args=["--mem-fraction-static", "0.8\nExecStartPost=/bin/true", "--host", "0.0.0.0"],
+        sglang_service_environment={"NCCL_DEBUG": "INFO\nLD_PRELOAD=/tmp/x.so"},
+        sglang_service_host="127.0.0.1",
+        sglang_service_env_file=str(conf / "sglang.env"),
+        sglang_service_gpu={"present": True, "count": 4, "capability_majors": [12]},
+        sglang_service_venv=str(venv),
+    )
+    failed = [(name, res["msg"]) for name, res in tasks if res.get("failed")]
+    assert failed == [(
+        "Refuse settings and a launch that cannot be deployed",
+        f"sglang_service: sglang_service_api_key: {SECRET_BREAK}"
+        f" sglang_service: sglang_service_hf_token: {SECRET_BREAK}"
+        f" sglang_service: sglang_service_model_path: it {LINE_BREAK}"
+        f" sglang_service: sglang_service_served_model_name: it {LINE_BREAK}"
+        f" sglang_service: sglang_service_extra_args: item 1 {LINE_BREAK}"
+        " sglang_service: sglang_service_extra_args: --host is spelt by the role; set sglang_service_host instead"
+        " (a second one on the command line would override it)."
+        f" sglang_service: sglang_service_environment: the value of NCCL_DEBUG {LINE_BREAK}"
+        # The smoke test's environment is the service's unless set: the same value, named there too.
+        f" sglang_service: sglang_service_nccl_smoke_environment: the value of NCCL_DEBUG {LINE_BREAK}",
+    )]
+    assert "SECRET" not in failed[0][1]
+    assert tree(node) == before

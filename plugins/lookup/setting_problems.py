@@ -1,0 +1,85 @@
+# -*- coding: utf-8 -*-
+# Copyright: blackwell.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+name: setting_problems
+short_description: The settings that would break the files the roles write them into
+version_added: 0.1.0
+author:
+  - blackwell.sglang maintainers (@blackwell-sglang)
+description:
+  - Judges the collection's settings, as the host's variables give them, against one table of
+    where each setting lands (the secrets file, the systemd unit and the launch arguments in it,
+    apt sources, pip requirement, constraint and source files, profile.d, ld.so.conf.d) and
+    returns one message per wrong setting, naming the setting and what is wrong.
+  - Every value is refused if it holds a line break, a carriage return or a NUL byte; each
+    format adds what it forbids (environment variable names, account names, absolute paths
+    without whitespace, URLs without whitespace, requirement lines that are pip options, whole
+    numbers within bounds, the launch flags the role spells itself in
+    C(sglang_service_extra_args)).
+  - A secret (C(sglang_service_api_key), C(sglang_service_hf_token)) loses one trailing line
+    break before it is judged, as the role writes it (filter M(blackwell.sglang.secret_line)); a
+    message never holds a secret's value.
+  - Runs on the controller and reads nothing from the node. A setting that is not defined is not
+    judged; a setting whose value cannot be templated here (built from a role default that is not
+    in scope of the preflight play) is skipped, and the role's own refusal, which calls this
+    lookup with its defaults in scope, judges it.
+  - The table is C(plugins/plugin_utils/settings.py); a setting added to a template is one row.
+options:
+  _terms:
+    description: Prefixes of the settings to judge (C(sglang_service_), C(cuda13_)); every setting of the table when none is given.
+    type: list
+    elements: str
+  prefix:
+    description: The word each message starts with (the role's name, or C(preflight)).
+    type: str
+    default: ""
+seealso:
+  - plugin: blackwell.sglang.secret_line
+    plugin_type: filter
+"""
+
+EXAMPLES = r"""
+- name: Refuse settings that would break the unit or the secrets file
+  ansible.builtin.fail:
+    msg: "{{ __problems | join(' ') }}"
+  when: __problems | length > 0
+  vars:
+    __problems: "{{ query('blackwell.sglang.setting_problems', 'sglang_service_', prefix='sglang_service') }}"
+"""
+
+RETURN = r"""
+_raw:
+  description: One message per wrong setting, in the table's order; empty when all are right.
+  type: list
+  elements: str
+"""
+
+from ansible.errors import AnsibleError
+from ansible.plugins.lookup import LookupBase
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import TABLE, problems
+
+
+class LookupModule(LookupBase):
+
+    def run(self, terms, variables=None, **kwargs):
+        self.set_options(var_options=variables, direct=kwargs)
+        variables = variables or {}
+        prefixes = tuple(terms) or ("",)
+        values = {}
+        for name in TABLE:
+            if not name.startswith(prefixes) or name not in variables:
+                continue
+            try:
+                values[name] = self._templar.template(variables[name])
+            except AnsibleError:
+                continue
+        lead = self.get_option('prefix')
+        return [("%s: %s" % (lead, message)) if lead else message for message in problems(values)]
