@@ -533,6 +533,43 @@ def test_a_lost_gpu_does_not_shrink_the_tensor_parallel_size(fleet):
     assert on_node(2, SNAPSHOT) == before
 
 
+# An operator's settings with a line break in them, as a vault block scalar or a pasted file gives
+# them: each would add a line to the secrets file, the unit or its launch arguments.
+BROKEN_LINES = {
+    "sglang_service_api_key": "sk-fleetSECRETkey\nLD_PRELOAD=/tmp/x.so",
+    "sglang_service_hf_token": "hf_fleetSECRETtoken\nEvil=1",
+    "sglang_service_model_path": "/models/Qwen3-8B\nExecStartPre=/bin/true",
+    "sglang_service_served_model_name": "qwen\n[Install]",
+    "sglang_service_extra_args": ["--mem-fraction-static", "0.8\nExecStartPost=/bin/true"],
+    "sglang_service_environment": {"NCCL_DEBUG": "INFO\nLD_PRELOAD=/tmp/x.so"},
+}
+
+
+def test_values_with_a_line_break_are_refused_by_name_before_the_node_changes(fleet):
+    """site.yml's preflight play names each of the six settings (never a secret's value) and stops
+    before any role runs: every file, database and the running server of the node as they were."""
+    values = fleet["work"] / "broken-lines.json"
+    values.write_text(json.dumps(BROKEN_LINES))
+    before = on_node(2, SNAPSHOT)
+    run = converge(fleet, "--limit", node(2), "-e", f"@{values}")
+    assert run.returncode == 2, run.stdout[-5000:]
+    breaks = ("holds a line break (\\n), which would end its line in the file it is written to and start"
+              " another; give it on one line.")
+    secret = ("the secret holds a line break (\\n) (one trailing line break is removed, nothing else is); it"
+              " would add lines to the secrets file. Its value is not shown.")
+    message = (f"preflight: sglang_service_api_key: {secret} preflight: sglang_service_hf_token: {secret}"
+               f" preflight: sglang_service_model_path: it {breaks}"
+               f" preflight: sglang_service_served_model_name: it {breaks}"
+               f" preflight: sglang_service_extra_args: item 1 {breaks}"
+               f" preflight: sglang_service_environment: the value of NCCL_DEBUG {breaks}"
+               " Nothing has been changed on any node.")
+    assert f'"msg": {json.dumps(message)}' in run.stdout, run.stdout[-5000:]
+    assert "TASK [Refuse a node that is not ready for the rollout]" in run.stdout
+    assert "TASK [cuda13" not in run.stdout and "TASK [blackwell.sglang.cuda13" not in run.stdout
+    assert "SECRET" not in run.stdout + run.stderr
+    assert on_node(2, SNAPSHOT) == before
+
+
 def test_fresh_and_broken_nodes_report_drift_never_a_failure(fleet):
     """A node that was never converged, one whose venv lost SGLang, one whose unit is gone, one
     without its apt lists and CUDA key: each reports the drift it has, none fails."""

@@ -118,12 +118,14 @@ def test_key_never_shows(node):
 
 def test_key_rotated_at_vvv_never_shows():
     """A new key, deployed at -vvv, restarts the engine with it; neither key shows in Ansible's
-    output or on the node. One node: the launcher is the same for every release. The original
-    key is restored afterwards."""
+    output or on the node. One node: the launcher is the same for every release. The new key
+    comes as a vault block scalar gives it, with a line break at its end: the engine gets the key
+    without it, and the secrets file holds one line for it. The original key is restored
+    afterwards."""
     name = "sglang_service-new"
     host = lab_host(name)
     launches = len(records(host, LAUNCHES))
-    proc = run_playbook(CONVERGE, "-vvv", "--limit", name, extra_vars={"sglang_service_api_key": ROTATED_KEY})
+    proc = run_playbook(CONVERGE, "-vvv", "--limit", name, extra_vars={"sglang_service_api_key": ROTATED_KEY + "\n"})
     try:
         output = proc.stdout + proc.stderr
         assert proc.returncode == 0, output[-5000:]
@@ -131,6 +133,9 @@ def test_key_rotated_at_vvv_never_shows():
         assert len(records(host, LAUNCHES)) > launches
         launch = records(host, LAUNCHES)[-1]
         assert launch["argv"][-2:] == ["--api-key", ROTATED_KEY]
+        secrets_file = host.file(ENV_FILE).content_string.splitlines()
+        assert [line for line in secrets_file if not line.startswith("#")] == [
+            f'HF_TOKEN="{HF_TOKEN}"', f'SGLANG_API_KEY="{ROTATED_KEY}"']
         for secret in (ROTATED_KEY, API_KEY, HF_TOKEN):
             assert secret not in output
         _assert_key_hidden(host, (ROTATED_KEY, API_KEY, HF_TOKEN), launch["time"])
