@@ -161,6 +161,13 @@ def read_key_file(data):
     if is_armored(data):
         binary = dearmor(data)
         text = data.decode("ascii")
+        # The fingerprint check covers the first block only, and apt would trust every block of
+        # the file it is given: a file must be exactly the block that was checked.
+        rest = text.split(ARMOR_END, 1)[1].strip()
+        if rest:
+            raise KeyFileError("the file holds %d more characters after its first armoured key block (%s); only"
+                               " that block is checked, so the file is refused: give the key alone"
+                               % (len(rest), rest.splitlines()[0][:40]))
     else:
         binary = bytes(data)
         text = None

@@ -30,7 +30,8 @@ def keys(tmp_path_factory):
     lines = shown.splitlines()
     # The fpr line right after each pub line is the primary key's.
     primaries = [lines[i + 1].split(":")[9] for i, line in enumerate(lines) if line.startswith("pub:")]
-    return {"binary": binary, "armored": gpg("--export", "--armor"), "fingerprints": primaries}
+    return {"binary": binary, "armored": gpg("--export", "--armor"), "fingerprints": primaries,
+            "each_armored": [gpg("--export", "--armor", fpr) for fpr in primaries]}
 
 
 def test_binary_and_armoured_files_give_gpgs_fingerprints(keys):
@@ -69,3 +70,18 @@ def test_what_is_not_a_key_file_is_named(data, message):
     with pytest.raises(openpgp.KeyFileError) as info:
         openpgp.read_key_file(data)
     assert str(info.value) == message
+
+
+def test_a_second_key_block_after_the_checked_one_is_refused(keys):
+    """The expected key's block followed by another key's block: the fingerprint check reads the
+    first block, apt would trust both, so the file is refused; blank lines after the block are
+    not a second block."""
+    first, second = keys["each_armored"]
+    assert openpgp.read_key_file(first + b"\n\n")["fingerprints"] == keys["fingerprints"][:1]
+    with pytest.raises(openpgp.KeyFileError) as info:
+        openpgp.read_key_file(first + second)
+    rest = second.decode().strip()
+    assert str(info.value) == (
+        f"the file holds {len(rest)} more characters after its first armoured key block"
+        " (-----BEGIN PGP PUBLIC KEY BLOCK-----); only that block is checked, so the file is refused: give the"
+        " key alone")
