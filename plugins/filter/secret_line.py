@@ -18,14 +18,15 @@ description:
     block scalar or a file, which keep a line break at their end; one trailing line break
     (C(\\n) or C(\\r\\n)) is not part of the secret and is removed.
   - Anything else is left as it is, a second trailing line break included; the preflight refuses
-    a secret that still holds a line break (M(blackwell.sglang.settings_check)).
+    a secret that still holds a line break (lookup P(blackwell.sglang.setting_problems#lookup)).
 options:
   _input:
     description: The secret.
     type: str
     required: true
 seealso:
-  - module: blackwell.sglang.settings_check
+  - plugin: blackwell.sglang.setting_problems
+    plugin_type: lookup
 """
 
 EXAMPLES = r"""

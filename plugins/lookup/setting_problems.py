@@ -24,7 +24,7 @@ description:
     numbers within bounds, the launch flags the role spells itself in
     C(sglang_service_extra_args)).
   - A secret (C(sglang_service_api_key), C(sglang_service_hf_token)) loses one trailing line
-    break before it is judged, as the role writes it (filter M(blackwell.sglang.secret_line)); a
+    break before it is judged, as the role writes it (filter P(blackwell.sglang.secret_line#filter)); a
     message never holds a secret's value.
   - Runs on the controller and reads nothing from the node. A setting that is not defined is not
     judged; a setting whose value cannot be templated here (built from a role default that is not
