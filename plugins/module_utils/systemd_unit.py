@@ -82,3 +82,22 @@ def summarise(unit, props, mtimes):
         # Only a running service can be behind its files.
         "newer_than_start": newer_than(mtimes, started) if active else [],
     }
+
+
+def engine_phase(summary, health_status, now, loading_timeout):
+    """What the engine behind an active unit is doing: ``stopped`` (the unit is not active),
+    ``healthy`` (/health answered 200), ``loading`` (not yet 200, or not yet listening, and its
+    main process started less than ``loading_timeout`` seconds before ``now``: an engine still
+    loading its model answers 503) or ``unhealthy`` (not 200 after that). With the phase, for
+    ``loading`` only, how long it has been loading and how much of ``loading_timeout`` is left
+    (whole seconds); None otherwise."""
+    if summary.get("active_state") != "active":
+        return "stopped", None
+    if health_status == 200:
+        return "healthy", None
+    started = summary.get("started")
+    if loading_timeout and started is not None:
+        elapsed = max(0, int(now) - int(started))
+        if elapsed < loading_timeout:
+            return "loading", {"elapsed": elapsed, "remaining": int(loading_timeout) - elapsed}
+    return "unhealthy", None

@@ -48,6 +48,15 @@ options:
         C(/opt/sglang/current)). Where it points now, and which release the main process runs
         (its interpreter's venv, from C(/proc/<pid>/cmdline)), are reported in RV(release).
     type: path
+  loading_timeout:
+    description:
+      - Seconds an engine may take to load its model after its main process started (the health
+        gate's timeout). With O(health_url), an active service that does not answer 200 yet is
+        reported as C(loading) in RV(phase) while its last start is younger than this, and as
+        C(unhealthy) after; the module then also warns, with the prefix C(note:) the drift
+        report shows beside a host's verdict, how long it has been loading.
+      - Unset, any answer but 200 is C(unhealthy).
+    type: int
   nccl_report:
     description:
       - A JSON file holding the report of the last NCCL all-reduce smoke test, as the role
@@ -163,6 +172,28 @@ ansible_facts:
         object.
       type: dict
       sample: {ran: true, passed: true, busbw_gbps: 297.2, world_size: 2}
+phase:
+  description: >-
+    What the engine is doing, when O(health_url) is set - C(stopped) (the unit is not active),
+    C(healthy) (the health URL answered 200), C(loading) (not yet 200 or not listening yet,
+    within O(loading_timeout) of its last start) or C(unhealthy) (not 200, and no longer within
+    that time).
+  returned: when O(health_url) is set
+  type: str
+  sample: loading
+loading:
+  description: For C(loading) only, how long the engine has been loading and how much of O(loading_timeout) is left.
+  returned: when RV(phase) is C(loading)
+  type: dict
+  contains:
+    elapsed:
+      description: Seconds since the main process started.
+      type: int
+      sample: 42
+    remaining:
+      description: Seconds left of O(loading_timeout).
+      type: int
+      sample: 1158
 health:
   description: The answer of O(health_url) while the service is active.
   returned: always
@@ -183,11 +214,12 @@ health:
 import glob
 import json
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
 from ansible.module_utils.urls import open_url
-from ansible_collections.blackwell.sglang.plugins.module_utils.systemd_unit import PROPERTIES, parse_show, summarise
+from ansible_collections.blackwell.sglang.plugins.module_utils.systemd_unit import PROPERTIES, engine_phase, parse_show, summarise
 
 
 def _mtimes(patterns):
@@ -243,6 +275,7 @@ def main():
             health_url=dict(type="str"),
             health_timeout=dict(type="int", default=5),
             release_link=dict(type="path"),
+            loading_timeout=dict(type="int"),
             nccl_report=dict(type="path"),
         ),
         supports_check_mode=True,
@@ -260,6 +293,15 @@ def main():
     if module.params["health_url"] and result["active_state"] == "active":
         health = _health(module.params["health_url"], module.params["health_timeout"])
     result["health"] = health
+    if module.params["health_url"]:
+        phase, loading = engine_phase(result, health["status"], time.time(), module.params["loading_timeout"])
+        result["phase"] = phase
+        if loading is not None:
+            result["loading"] = loading
+            module.warn("note: %s has been loading for %d s of the %d s it is given (/health: %s); a converge"
+                        " waits for it instead of restarting it" % (
+                            unit, loading["elapsed"], module.params["loading_timeout"],
+                            health["status"] or "not listening yet"))
     if module.params["release_link"]:
         result["release"] = _release(module.params["release_link"], result["main_pid"])
     if module.params["nccl_report"]:

@@ -42,9 +42,13 @@ REASON_WIDTH = 160
 RESULT_KEYS = ("changed", "diff", "msg", "false_condition", "skip_reason", "censored", "name",
                "state", "enabled", "masked", "item", "_ansible_item_label", "dest", "warnings")
 
-# Warnings with this prefix are facts about the node's hardware (playbooks/preflight.yml's PCIe
-# checks): no playbook can change them, so they are notes beside the verdict, never drift.
+# Warnings with these prefixes are notes beside a host's verdict, never drift: "hardware: " a
+# fact about the node's hardware no playbook can change (playbooks/preflight.yml's PCIe checks),
+# "note: " a state the run leaves alone on purpose (sglang_service_info: an engine still loading
+# its model). Any role or module can use "note: ".
 HARDWARE_WARNING = "hardware: "
+NOTE_WARNING = "note: "
+NOTE_PREFIXES = (HARDWARE_WARNING, NOTE_WARNING)
 
 # The fact that carries the last NCCL smoke test of a host: set by the test itself
 # (roles/sglang_service/tasks/nccl_smoke.yml) and by sglang_service_info, which reads the
@@ -381,7 +385,7 @@ class DriftCollector:
             return
         if kind in ("ok", "item_ok"):
             for warning in res.get("warnings") or []:
-                if str(warning).startswith(HARDWARE_WARNING):
+                if str(warning).startswith(NOTE_PREFIXES):
                     report.not_judged.append(Finding(task, action, str(warning), "", item))
             if not res.get("changed"):
                 return

@@ -278,8 +278,10 @@ def test_converge_repairs_every_drift(fleet):
 SITE_PACKAGES = "/opt/sglang/releases/0.5.8/lib/python3.11/site-packages"
 RESTART = "sglang_service : Restart sglang to load what changed under it, or to recover its health"
 # Drift that no file task of the roles shows: a drop-in that replaces ExecStart, a file the
-# running server loaded changed under it, a server that runs but fails /health, a change of the
-# packages asked for beside SGLang (a setting of node 4, not a change on it).
+# running server loaded changed under it, a server that runs but still fails /health after the
+# time it is given to load its model (node 3's sglang_service_health_timeout, 8 s here; within
+# it, the engine is loading: a note, not drift), a change of the packages asked for beside SGLang
+# (a setting of node 4, not a change on it).
 NEW_KINDS = {
     1: ("mkdir -p /etc/systemd/system/sglang.service.d && "
         "printf '[Service]\\nExecStart=\\nExecStart=/bin/sleep infinity\\n' "
@@ -291,12 +293,16 @@ NEW_KINDS = {
         [(RESTART, drift._short("restart sglang: changed after the server started: "
                                 + PATCHED.replace("/releases/0.5.8/", "/current/")))]),
     3: ("echo '{\"mode\": \"unhealthy\"}' >/etc/sglang-standin/config.json && systemctl restart sglang && "
-        "sleep 2 && echo '{\"mode\": \"serve\", \"health_delay\": 1.0}' >/etc/sglang-standin/config.json",
+        "sleep 2 && echo '{\"mode\": \"serve\", \"health_delay\": 1.0}' >/etc/sglang-standin/config.json && "
+        "sleep 8",
         [(RESTART, "restart sglang: running but /health answered 503")]),
     4: (None,
         [("sglang_install : Write the install requirements",
           "content of /opt/sglang/releases/0.5.8/blackwell-requirements.txt would change (+1 -0 lines)")]),
 }
+
+
+UNHEALTHY_AFTER = 8
 
 
 def test_each_new_drift_kind_shows_on_exactly_its_node(fleet):
@@ -305,6 +311,7 @@ def test_each_new_drift_kind_shows_on_exactly_its_node(fleet):
             on_node(i, tamper)
     # uv's wheel is in the lab wheelhouse, so the repair can install it.
     host_vars(fleet, 4, "sglang_install_extra_packages: [uv==0.13.9]\n")
+    host_vars(fleet, 3, f"sglang_service_health_timeout: {UNHEALTHY_AFTER}\n")
     before = snapshot()
     code, report, output = drift_report(fleet, "new-kinds")
     assert snapshot() == before
@@ -318,7 +325,10 @@ def test_each_new_drift_kind_shows_on_exactly_its_node(fleet):
 
 
 def test_converge_repairs_the_new_drift_kinds(fleet):
-    repaired = converge(fleet, "-e", "sglang_rollout_serial=100%")
+    try:
+        repaired = converge(fleet, "-e", "sglang_rollout_serial=100%")
+    finally:
+        host_vars(fleet, 3, None)
     assert repaired.returncode == 0, repaired.stdout[-20000:] + repaired.stderr
     assert on_node(1, "ls /etc/systemd/system/sglang.service.d 2>/dev/null | wc -l").strip() == "0"
     assert on_node(3, "python3 -c \"import urllib.request as u; "

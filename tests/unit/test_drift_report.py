@@ -200,6 +200,27 @@ def test_hardware_warnings_are_notes_never_drift():
     assert f"| {HW_TASK} | h1 | hardware: GPU5 Gen4 x8 of Gen5 x16 |" in markdown
 
 
+STATE_TASK = "sglang_service : Read the state of sglang"
+
+
+def test_an_engine_loading_its_model_is_a_note_never_drift():
+    """sglang_service_info warns "note: ..." for an engine still loading within its time: the
+    host is ok, with the note beside it; the exit status is the clean one."""
+    note = ("note: sglang.service has been loading for 42 s of the 1200 s it is given (/health: 503); a converge"
+            " waits for it instead of restarting it")
+    report = drift.replay([
+        start(), play(hosts=("h1", "h2")),
+        result("ok", "h1", STATE_TASK, {"changed": False, "warnings": [note]},
+               action="blackwell.sglang.sglang_service_info"),
+        result("ok", "h2", STATE_TASK, {"changed": False}, action="blackwell.sglang.sglang_service_info"),
+        stats("h1", "h2"),
+    ])
+    assert pairs(report, "h1", "not_judged") == [(STATE_TASK, note)]
+    assert [report["hosts"][h]["status"] for h in ("h1", "h2")] == ["ok", "ok"]
+    assert report["summary"]["exit_code"] == drift.EXIT_CLEAN
+    assert f"{STATE_TASK}  h1     {note}" in drift.render_text(report).splitlines()
+
+
 class _Event:
     def __init__(self, msg):
         self.msg = msg

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.systemd_unit import (
-    local_dropins, newer_than, parse_show, start_time, summarise)
+    engine_phase, local_dropins, newer_than, parse_show, start_time, summarise)
 
 RUNNING = """LoadState=loaded
 ActiveState=active
@@ -79,3 +79,24 @@ def test_a_stopped_unit_is_never_behind_its_files():
     assert summarise("sglang.service", stopped, {"/opt/x.py": 1764523100})["newer_than_start"] == []
     reload = parse_show(RUNNING.replace("NeedDaemonReload=no", "NeedDaemonReload=yes"))
     assert summarise("sglang.service", reload, {})["need_daemon_reload"] is True
+
+
+def test_an_engine_answering_503_is_loading_within_the_timeout_then_unhealthy():
+    running = summarise("sglang.service", parse_show(RUNNING), {})
+    started = running["started"]
+    assert engine_phase(running, 503, started + 42, 1200) == ("loading", {"elapsed": 42, "remaining": 1158})
+    # Not listening yet is loading too.
+    assert engine_phase(running, None, started, 1200) == ("loading", {"elapsed": 0, "remaining": 1200})
+    assert engine_phase(running, 503, started + 1199, 1200) == ("loading", {"elapsed": 1199, "remaining": 1})
+    assert engine_phase(running, 503, started + 1200, 1200) == ("unhealthy", None)
+    assert engine_phase(running, 500, started + 5000, 1200) == ("unhealthy", None)
+    # Without a timeout nothing is loading.
+    assert engine_phase(running, 503, started + 1, None) == ("unhealthy", None)
+    assert engine_phase(running, 200, started + 1, 1200) == ("healthy", None)
+
+
+def test_a_stopped_unit_or_one_without_a_start_is_never_loading():
+    stopped = summarise("sglang.service", parse_show(RUNNING.replace("ActiveState=active", "ActiveState=failed")), {})
+    assert engine_phase(stopped, None, 0, 1200) == ("stopped", None)
+    no_start = dict(summarise("sglang.service", parse_show(RUNNING), {}), started=None)
+    assert engine_phase(no_start, 503, 10, 1200) == ("unhealthy", None)

@@ -272,3 +272,74 @@ def test_gpus_that_cannot_all_reduce_stop_the_restart_and_put_the_unit_back(node
     assert recap(proc.stdout, name)["changed"] == 0
     assert "NCCL smoke test skipped" not in proc.stdout
     assert "cannot import torch" in json.loads(host.file(NCCL_RECORD).content_string)["msg"]
+
+
+STANDIN_CONFIG = "/etc/sglang-standin/config.json"
+LOADING_NOTE = "[WARNING]: note: sglang.service has been loading for "
+
+
+def _restart_outside_ansible(host, config):
+    """The stand-in told how to start (a model that takes config's health_delay to load, or never
+    loads), then restarted with systemctl, as systemd or an operator restarts it; returns the
+    launches recorded before."""
+    host.check_output("echo %s > %s", json.dumps(config), STANDIN_CONFIG)
+    launches = len(records(host, LAUNCHES))
+    host.check_output("systemctl restart sglang.service")
+    return launches
+
+
+def test_an_engine_still_loading_is_waited_for_not_restarted():
+    """Restarted outside Ansible, the engine answers 503 for 40 s (its model loading), within
+    the scenario's 60 s sglang_service_health_timeout. A check during the load notes it and
+    reports nothing to change; a converge during the load notes it, waits for /health and
+    passes without restarting it."""
+    name = "sglang_service-old"
+    host = lab_host(name)
+    original = host.file(STANDIN_CONFIG).content_string
+    try:
+        launches = _restart_outside_ansible(host, {"mode": "serve", "health_delay": 40})
+        check = run_playbook(CONVERGE, "--check", "--limit", name)
+        assert check.returncode == 0, check.stdout[-5000:]
+        assert LOADING_NOTE in check.stdout + check.stderr, check.stdout[-5000:]
+        assert recap(check.stdout, name)["changed"] == 0
+        assert "restart sglang:" not in check.stdout
+
+        proc = run_playbook(CONVERGE, "--limit", name)
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == 0, output[-5000:]
+        assert LOADING_NOTE in output, output[-5000:]
+        assert "TASK [blackwell.sglang.sglang_service : Wait for sglang, still loading its model, to answer /health]" in output
+        assert recap(proc.stdout, name)["changed"] == 0
+        # The one launch is the restart outside Ansible; it answered 200 before the run ended.
+        assert len(records(host, LAUNCHES)) == launches + 1
+        assert records(host, HEALTHY)[-1]["pid"] == records(host, LAUNCHES)[-1]["pid"]
+    finally:
+        host.check_output("echo %s > %s", original.strip(), STANDIN_CONFIG)
+
+
+def test_an_engine_that_never_finishes_loading_is_restarted_once_then_fails():
+    """The engine never answers 200 (sglang_service_health_timeout 20 s here): the converge waits
+    the rest of the 20 s, restarts it once behind the health gate, and fails the host when the
+    gate fails too (nothing of this run to roll back to). A converge with a loading engine put
+    right afterwards heals the node."""
+    name = "sglang_service-old"
+    host = lab_host(name)
+    original = host.file(STANDIN_CONFIG).content_string
+    try:
+        launches = _restart_outside_ansible(host, {"mode": "unhealthy"})
+        proc = run_playbook(CONVERGE, "--limit", name, extra_vars={"sglang_service_health_timeout": 20})
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == 2, output[-5000:]
+        assert LOADING_NOTE in output, output[-5000:]
+        assert len(records(host, LAUNCHES)) == launches + 2
+        assert failure_message(proc, name).startswith(
+            f"sglang_service: sglang.service on {name} did not become healthy within 20s (/health: 503);"
+            " the rollout stops here.")
+    finally:
+        host.check_output("echo %s > %s", original.strip(), STANDIN_CONFIG)
+    # The engine the failed gate left answers 503 still: the heal does not wait out the
+    # scenario's 60 s for it.
+    healed = run_playbook(CONVERGE, "--limit", name, extra_vars={"sglang_service_health_timeout": 10})
+    assert healed.returncode == 0, healed.stdout[-5000:]
+    assert recap(healed.stdout, name)["changed"] > 0
+    assert host.check_output("systemctl is-active sglang.service") == "active"
