@@ -27,9 +27,10 @@ description:
     break before it is judged, as the role writes it (filter P(blackwell.sglang.secret_line#filter)); a
     message never holds a secret's value.
   - Runs on the controller and reads nothing from the node. A setting that is not defined is not
-    judged; a setting whose value cannot be templated here (built from a role default that is not
-    in scope of the preflight play) is skipped, and the role's own refusal, which calls this
-    lookup with its defaults in scope, judges it.
+    judged. Outside a role (the preflight play) a value that cannot be templated there (built
+    from a role default that is not in scope) is skipped, item by item for a list or a mapping,
+    and the role's own refusal, which calls this lookup with O(strict) and its defaults in
+    scope, judges it.
   - The table is C(plugins/plugin_utils/settings.py); a setting added to a template is one row.
 options:
   _terms:
@@ -40,6 +41,10 @@ options:
     description: The word each message starts with (the role's name, or C(preflight)).
     type: str
     default: ""
+  strict:
+    description: Fail, naming the setting, when a value cannot be templated, instead of skipping it.
+    type: bool
+    default: false
 seealso:
   - plugin: blackwell.sglang.secret_line
     plugin_type: filter
@@ -61,25 +66,42 @@ _raw:
   elements: str
 """
 
-from ansible.errors import AnsibleError
+from ansible.errors import AnsibleError, AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import TABLE, problems
 
+_UNREADABLE = object()
+
 
 class LookupModule(LookupBase):
+
+    def _value(self, name, value, strict):
+        """The templated value; a list or mapping that cannot be templated whole keeps the items
+        that can (outside strict mode), so one unreadable item hides no other."""
+        try:
+            return self._templar.template(value)
+        except AnsibleError as exc:
+            if strict:
+                raise AnsibleLookupError("setting_problems: cannot read %s: %s" % (name, exc))
+            if isinstance(value, dict):
+                items = {key: self._value(name, item, strict) for key, item in value.items()}
+                return {key: item for key, item in items.items() if item is not _UNREADABLE}
+            if isinstance(value, (list, tuple)):
+                return [item for item in (self._value(name, item, strict) for item in value) if item is not _UNREADABLE]
+            return _UNREADABLE
 
     def run(self, terms, variables=None, **kwargs):
         self.set_options(var_options=variables, direct=kwargs)
         variables = variables or {}
         prefixes = tuple(terms) or ("",)
+        strict = self.get_option('strict')
         values = {}
         for name in TABLE:
             if not name.startswith(prefixes) or name not in variables:
                 continue
-            try:
-                values[name] = self._templar.template(variables[name])
-            except AnsibleError:
-                continue
+            value = self._value(name, variables[name], strict)
+            if value is not _UNREADABLE:
+                values[name] = value
         lead = self.get_option('prefix')
         return [("%s: %s" % (lead, message)) if lead else message for message in problems(values)]

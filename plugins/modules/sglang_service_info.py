@@ -299,9 +299,9 @@ def main():
         if loading is not None:
             result["loading"] = loading
             module.warn("note: %s has been loading for %d s of the %d s it is given (/health: %s); a converge"
-                        " waits for it instead of restarting it" % (
+                        " waits for it rather than restarting it for its health" % (
                             unit, loading["elapsed"], module.params["loading_timeout"],
-                            health["status"] or "not listening yet"))
+                            health["status"] or health["error"] or "no answer"))
     if module.params["release_link"]:
         result["release"] = _release(module.params["release_link"], result["main_pid"])
     if module.params["nccl_report"]:

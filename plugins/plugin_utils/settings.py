@@ -10,9 +10,9 @@ lands in. ``problems`` judges a mapping of setting names to values against that 
 returns one message per wrong setting, naming the setting and what is wrong, never a secret's
 value. ``secret`` is the documented rule for a secret's trailing line break.
 
-Plain Python without Ansible imports: the action ``blackwell.sglang.settings_check`` (the
-preflight play) and the filter ``blackwell.sglang.setting_problems`` (each role's refusal) call
-it, and the unit tests call it directly. A setting added to a template is one row here.
+Plain Python without Ansible imports: the lookup ``blackwell.sglang.setting_problems`` (the
+preflight play and each role's refusal) and the filter ``blackwell.sglang.secret_line`` call it,
+and the unit tests call it directly. A setting added to a template is one row here.
 """
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ import re
 LINE_BREAKS = {"\n": "a line break (\\n)", "\r": "a carriage return (\\r)", "\x00": "a NUL byte"}
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# useradd's portable names (NAME_REGEX in adduser.conf): what User= and Group= and the account
-# modules take on every supported distribution.
-ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
+# What would break User=/Group= in the unit or the account modules: whitespace, a control
+# character, ':' and '/' (passwd's separators and paths), '%' (a unit specifier), a leading '-'
+# (an option) or digits alone (a numeric id). Directory-service names with dots or '@' pass.
+ACCOUNT_FORBIDDEN = re.compile(r"[\s:/%\x00-\x1f\x7f]")
 # A path that lands unquoted in a shell script (profile.d) or a file read word by word.
 PLAIN_PATH = re.compile(r"/[A-Za-z0-9_./+@:-]*\Z")
 
@@ -46,6 +47,10 @@ OWNED_FLAGS = {
     "--enable-torch-symm-mem": "sglang_service_torch_symm_mem_enabled",
     "--enable-flashinfer-allreduce-fusion": "sglang_service_flashinfer_fusion_enabled",
     "--flashinfer-allreduce-fusion-backend": "sglang_service_flashinfer_fusion_enabled",
+}
+# Spelt by the role only with EAGLE-3 on (sglang_service_eagle3_enabled); with it off, other
+# speculative decoding (NEXTN, EAGLE) is the operator's to give in the extra arguments.
+EAGLE3_FLAGS = {
     "--speculative-algorithm": "sglang_service_eagle3_enabled",
     "--speculative-draft-model-path": "sglang_service_eagle3_draft_model_path",
     "--speculative-num-steps": "sglang_service_eagle3_num_steps",
@@ -68,6 +73,7 @@ OWNED_FLAGS = {
 #   account      a user or group name
 #   launch_args  sglang_service_extra_args: argv words; none of the flags the role spells
 #   int:MIN      a whole number not below MIN; int:MIN:MAX within both bounds
+#   context      not judged itself: read by another row's judgement
 TABLE = {
     # sglang_service: the secrets file, the unit, the launcher's arguments.
     "sglang_service_api_key": "secret",
@@ -76,6 +82,7 @@ TABLE = {
     "sglang_service_served_model_name": "line",
     "sglang_service_eagle3_draft_model_path": "line",
     "sglang_service_extra_args": "launch_args",
+    "sglang_service_eagle3_enabled": "context",
     "sglang_service_environment": "env",
     "sglang_service_nccl_smoke_environment": "env",
     "sglang_service_host": "line",
@@ -174,24 +181,31 @@ def _whole_number(name, value, kind):
     return []
 
 
-def _launch_args(name, value):
+def _launch_args(name, value, eagle3=False):
     out = []
     words = _words(value)
     for index, word in enumerate(words):
         out += _line(name, word, f"item {index}")
+    owned_flags = dict(OWNED_FLAGS, **(EAGLE3_FLAGS if eagle3 else {}))
     for word in words:
         flag = word.split("=", 1)[0]
         if not flag.startswith("--") or len(flag) < 3:
             continue
         # SGLang's parser also takes an unambiguous abbreviation of a flag (--ho for --host).
-        owned = sorted({var for full, var in OWNED_FLAGS.items() if full == flag or full.startswith(flag)})
+        owned = sorted({var for full, var in owned_flags.items() if full == flag or full.startswith(flag)})
         if owned:
             out.append(f"{name}: {flag} is spelt by the role; set {' or '.join(owned)} instead"
                        " (a second one on the command line would override it).")
     return out
 
 
-def _check(name, kind, value):
+def _truthy(value):
+    return value is True or str(value).strip().lower() in ("true", "yes", "on", "1")
+
+
+def _check(name, kind, value, settings):
+    if kind == "context":
+        return []
     if kind.startswith("int:"):
         return _whole_number(name, value, kind)
     if kind == "secret":
@@ -206,7 +220,7 @@ def _check(name, kind, value):
     if kind == "lines":
         return [m for i, word in enumerate(_words(value)) for m in _line(name, word, f"item {i}")]
     if kind == "launch_args":
-        return _launch_args(name, value)
+        return _launch_args(name, value, _truthy(settings.get("sglang_service_eagle3_enabled", False)))
     if kind == "env":
         if not isinstance(value, dict):
             return [f"{name}: must be a mapping of environment variable names to values."]
@@ -246,16 +260,18 @@ def _check(name, kind, value):
         for i, word in enumerate(_words(value)):
             found = _line(name, word, f"item {i}")
             if not found and word.lstrip().startswith("-"):
-                found = [f"{name}: item {i} ({word.split()[0]!r}) is a pip option, not a requirement; the"
+                # The option's name only: its value may be a URL with credentials.
+                option = word.split()[0].split("=", 1)[0]
+                found = [f"{name}: item {i} ({option!r}) is a pip option, not a requirement; the"
                          " package sources have settings of their own (sglang_install_index_url,"
                          " sglang_install_extra_index_urls, sglang_install_find_links)."]
             out += found
         return out
     if kind == "account":
         text = "" if value is None else str(value)
-        if not ACCOUNT.match(text):
-            return [f"{name}: {text!r} is not a user or group name (lower-case letters, digits, _ and -,"
-                    " starting with a letter or _, at most 32 characters)."]
+        if not text or ACCOUNT_FORBIDDEN.search(text) or text.startswith("-") or text.isdigit():
+            return [f"{name}: {text!r} is not a user or group name (not empty, not digits alone, no leading -,"
+                    " no whitespace, control characters, ':', '/' or '%')."]
         return []
     raise ValueError(f"unknown format {kind!r} for {name}")
 
@@ -267,5 +283,5 @@ def problems(settings, table=None):
     out = []
     for name, kind in table.items():
         if name in settings:
-            out += _check(name, kind, settings[name])
+            out += _check(name, kind, settings[name], settings)
     return out

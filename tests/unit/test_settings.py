@@ -43,8 +43,9 @@ def test_a_secret_with_a_line_break_is_refused_without_its_value(name):
     assert settings.problems({name: KEY + "\r"}) == [
         f"{name}: the secret holds a carriage return (\\r) (one trailing line break is removed, nothing else"
         " is); it would add lines to the secrets file. Its value is not shown."]
-    for message in settings.problems({name: "a\x00b\nc"}):
-        assert "a NUL byte" in message and "a line break" in message and "a\x00b" not in message
+    messages = settings.problems({name: "a\x00b\nc"})
+    assert len(messages) == 1
+    assert "a line break (\\n) and a NUL byte" in messages[0] and "a\x00b" not in messages[0]
 
 
 def test_one_trailing_line_break_of_a_secret_is_removed_and_no_more():
@@ -88,6 +89,40 @@ def test_extra_args_word_with_a_line_break_and_owned_flags():
     assert settings.problems({"sglang_service_extra_args": ["--chunked-prefill-size", "--", "-1", "--hostname-x"]}) == []
 
 
+def test_speculative_flags_are_the_roles_only_with_eagle3_on():
+    """Other speculative decoding (NEXTN, EAGLE) is the operator's to give while EAGLE-3 is off."""
+    args = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "2"]
+    assert settings.problems({"sglang_service_extra_args": args}) == []
+    assert settings.problems({"sglang_service_extra_args": args, "sglang_service_eagle3_enabled": False}) == []
+    assert settings.problems({"sglang_service_extra_args": args, "sglang_service_eagle3_enabled": True}) == [
+        "sglang_service_extra_args: --speculative-algorithm is spelt by the role; set sglang_service_eagle3_enabled"
+        " instead (a second one on the command line would override it).",
+        "sglang_service_extra_args: --speculative-num-steps is spelt by the role; set"
+        " sglang_service_eagle3_num_steps instead (a second one on the command line would override it)."]
+
+
+def test_a_pip_option_is_named_without_its_value():
+    """The value may be a URL with credentials: only the option's name is quoted."""
+    messages = settings.problems({"sglang_install_extra_packages": [
+        "--extra-index-url=https://__token__:S3CRET@mirror.example/simple"]})
+    assert messages == [
+        "sglang_install_extra_packages: item 0 ('--extra-index-url') is a pip option, not a requirement; the"
+        " package sources have settings of their own (sglang_install_index_url, sglang_install_extra_index_urls,"
+        " sglang_install_find_links)."]
+
+
+@pytest.mark.parametrize("account", ["sglang", "svc.sglang", "sglang@corp.example", "Svc_Sglang", "_sglang"])
+def test_account_names_directory_services_use_pass(account):
+    assert settings.problems({"sglang_service_user": account}) == []
+
+
+@pytest.mark.parametrize("account", ["", "sg lang", "sg:lang", "-sglang", "1000", "sg%ilang", "sg/lang", "sg\nlang"])
+def test_account_names_that_would_break_the_unit_are_refused(account):
+    assert settings.problems({"sglang_service_user": account}) == [
+        f"sglang_service_user: {account!r} is not a user or group name (not empty, not digits alone, no leading -,"
+        " no whitespace, control characters, ':', '/' or '%')."]
+
+
 def test_environment_names_and_values():
     assert settings.problems({"sglang_service_environment": {"NCCL_P2P_DISABLE": "1", "_X9": 2}}) == []
     assert settings.problems({"sglang_service_environment": {"NCCL DEBUG": "INFO", "9X": "1",
@@ -110,7 +145,7 @@ def test_paths_urls_requirements_accounts():
         "cuda13_repo_base_url": "https://mirror.example/cuda repos",
         "sglang_install_find_links": ["/srv/wheels", "/srv/other\nindex-url = http://evil"],
         "sglang_install_extra_packages": ["nvidia-nccl-cu13==2.32.3", "--index-url http://evil/simple"],
-        "sglang_install_user": "Sglang svc",
+        "sglang_install_user": "sglang svc",
     }) == [
         "sglang_service_env_file: '/etc/sglang/my env' holds whitespace, which the file it is written to reads"
         " as the end of the path.",
@@ -119,8 +154,8 @@ def test_paths_urls_requirements_accounts():
         " sglang_install_find_links).",
         "sglang_install_find_links: item 1 holds a line break (\\n), which would end its line in the file it is"
         " written to and start another; give it on one line.",
-        "sglang_install_user: 'Sglang svc' is not a user or group name (lower-case letters, digits, _ and -,"
-        " starting with a letter or _, at most 32 characters).",
+        "sglang_install_user: 'sglang svc' is not a user or group name (not empty, not digits alone, no leading"
+        " -, no whitespace, control characters, ':', '/' or '%').",
         "sglang_install_venv: must be an absolute path, got 'opt/sglang'.",
         "cuda13_repo_base_url: it holds whitespace, which the file it is written to reads as a separator"
         " between URLs; percent-encode it (%20).",
