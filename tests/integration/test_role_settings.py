@@ -185,3 +185,29 @@ def test_sglang_service_refuses_values_that_would_add_lines_to_its_files(tmp_pat
     )]
     assert "SECRET" not in failed[0][1]
     assert tree(node) == before
+
+
+def test_sglang_install_refuses_a_wheelhouse_others_can_write(tmp_path):
+    """A find_links directory on the node that is world-writable, and one that is a symbolic
+    link: whoever writes there chooses the wheels. A root-owned 0755 one, and a URL, pass."""
+    node = tmp_path / "node"
+    node.mkdir()
+    open_dir, safe, link = node / "open", node / "safe", node / "link"
+    open_dir.mkdir(mode=0o777)
+    open_dir.chmod(0o777)
+    safe.mkdir(mode=0o755)
+    link.symlink_to(safe)
+    before = tree(node)
+    tasks = run_role(
+        tmp_path, "sglang_install",
+        sglang_install_find_links=[str(open_dir), f"file://{link}", str(safe), "https://mirror.example/wheels/"],
+        sglang_install_venv=str(node / "current"),
+        sglang_install_releases_dir=str(node / "releases"),
+    )
+    assert [(name, res["msg"]) for name, res in tasks if res.get("failed")] == [(
+        "Refuse settings and a node the install cannot work with",
+        f"sglang_install_find_links: {open_dir}, {link} on this node can be written by others than root (its"
+        " owner, a group- or world-writable mode, or a symbolic link): whoever writes there chooses the wheels"
+        " the install takes; make each a directory of root's that is not group- or world-writable",
+    )]
+    assert tree(node) == before
