@@ -169,6 +169,11 @@ def _line(name, value, what="it"):
     return []
 
 
+def _item_lines(name, value):
+    """Each item of a list (or the one value) as one line of its file."""
+    return [m for i, word in enumerate(_words(value)) for m in _line(name, word, f"item {i}")]
+
+
 def _whole_number(name, value, kind):
     bounds = [int(b) for b in kind.split(":")[1:]]
     if isinstance(value, bool) or not re.fullmatch(r"-?[0-9]+", str(value).strip()):
@@ -182,10 +187,8 @@ def _whole_number(name, value, kind):
 
 
 def _launch_args(name, value, eagle3=False):
-    out = []
+    out = _item_lines(name, value)
     words = _words(value)
-    for index, word in enumerate(words):
-        out += _line(name, word, f"item {index}")
     owned_flags = dict(OWNED_FLAGS, **(EAGLE3_FLAGS if eagle3 else {}))
     for word in words:
         flag = word.split("=", 1)[0]
@@ -218,7 +221,7 @@ def _check(name, kind, value, settings):
     if kind == "line":
         return _line(name, "" if value is None else value)
     if kind == "lines":
-        return [m for i, word in enumerate(_words(value)) for m in _line(name, word, f"item {i}")]
+        return _item_lines(name, value)
     if kind == "launch_args":
         return _launch_args(name, value, _truthy(settings.get("sglang_service_eagle3_enabled", False)))
     if kind == "env":

@@ -34,6 +34,17 @@ def tree(path: Path) -> dict:
     return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
+def node_with_release(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A node directory with a configuration directory and SGLang 0.5.8's real source in a venv,
+    so that the role reads a release and goes on to its refusal: (node, etc, venv)."""
+    node = tmp_path / "node"
+    conf = node / "etc"
+    conf.mkdir(parents=True)
+    venv = node / "venv"
+    unpack("0.5.8", venv / "lib" / "python3.11" / "site-packages")
+    return node, conf, venv
+
+
 def test_sglang_service_names_every_wrong_setting_at_once(tmp_path):
     node = tmp_path / "node"
     conf = node / "etc"
@@ -97,11 +108,7 @@ def test_sglang_service_with_right_settings_refuses_only_the_missing_release(tmp
 def test_sglang_service_without_a_model_path_is_refused_by_name(tmp_path):
     """A readable release and no sglang_service_model_path at all (it has no default): the launch
     arguments are spelt before the refusal, and the refusal still names the missing setting."""
-    node = tmp_path / "node"
-    conf = node / "etc"
-    conf.mkdir(parents=True)
-    venv = node / "venv"
-    unpack("0.5.8", venv / "lib" / "python3.11" / "site-packages")
+    node, conf, venv = node_with_release(tmp_path)
     before = tree(node)
     tasks = run_role(
         tmp_path, "sglang_service",
@@ -150,11 +157,7 @@ def test_sglang_service_refuses_values_that_would_add_lines_to_its_files(tmp_pat
     with a line break in them, and flags the role spells given again in the extra arguments: the
     role's own refusal (a play without the preflight) names each setting, never a secret's value,
     and nothing is written."""
-    node = tmp_path / "node"
-    conf = node / "etc"
-    conf.mkdir(parents=True)
-    venv = node / "venv"
-    unpack("0.5.8", venv / "lib" / "python3.11" / "site-packages")
+    node, conf, venv = node_with_release(tmp_path)
     before = tree(node)
     tasks = run_role(
         tmp_path, "sglang_service",
