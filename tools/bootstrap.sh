@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs everything the lab and the test suite need on a fresh Debian 12 machine:
 # podman (with runc: crun refuses this kernel's cgroup v1 hybrid mode), debootstrap for the
-# local base images, and a Python virtualenv with Ansible, molecule and the test tools.
+# local base images, and two Python virtualenvs: the newest supported ansible-core with molecule
+# and the test tools, and the oldest supported ansible-core alone.
 # Safe to run again: each step checks before it acts.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${BLACKWELL_VENV:-$root/.venv}
-python=${BLACKWELL_PYTHON:-python3}
 
 need_apt=()
 for pkg in podman runc debootstrap uidmap slirp4netns dpkg-dev apt-utils gnupg openssh-client rsync; do
@@ -24,54 +24,57 @@ if ! grep -qs '^runtime *= *"runc"' "$conf"; then
   printf '[engine]\nruntime = "runc"\n' >"$conf"
 fi
 
-if [ ! -x "$venv/bin/python" ]; then
-  "$python" -m venv "$venv"
-fi
-stamp=$venv/.requirements.sha256
-want=$(sha256sum "$root/tools/requirements.txt" | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q -r "$root/tools/requirements.txt"
-  echo "$want" >"$stamp"
-fi
-
-# A second controller on the newest ansible-core the collection supports (meta/runtime.yml
-# names the oldest; the main venv runs that one). 2.20 and later need Python 3.12, which
-# Debian 12 does not ship: BLACKWELL_PYTHON312, else pyenv's 3.12 by full path (its shims fail
-# for versions that are not global), else a python3.12 on PATH that really runs. Without one the
-# tests that need this venv fail and say what to install; the rest of the suite still runs.
-core221_venv=${BLACKWELL_VENV_CORE221:-$root/.venv-core221}
-is_python312() { [ -n "$1" ] && "$1" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; }
-core221_python=
+# ansible-core 2.20 and 2.21, the releases the collection supports, need Python 3.12 or newer on
+# the controller, which Debian 12 does not ship. The first that really runs of:
+# BLACKWELL_PYTHON312 (which must), python3.13/python3.12 on PATH, pyenv's by full path (its
+# shims fail for versions that are not global). Without one, stop and say what to install.
+is_python312() { [ -n "$1" ] && "$1" -c 'import sys; assert sys.version_info[:2] >= (3, 12)' 2>/dev/null; }
+controller_python=
 if [ -n "${BLACKWELL_PYTHON312:-}" ]; then
   is_python312 "$BLACKWELL_PYTHON312" || {
-    echo "bootstrap: BLACKWELL_PYTHON312=$BLACKWELL_PYTHON312 is not a working Python 3.12" >&2
+    echo "bootstrap: BLACKWELL_PYTHON312=$BLACKWELL_PYTHON312 is not a working Python 3.12 or newer" >&2
     exit 1
   }
-  core221_python=$BLACKWELL_PYTHON312
+  controller_python=$BLACKWELL_PYTHON312
 else
-  for candidate in "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.12*/bin/python3.12 \
-    "$(command -v python3.12 || true)"; do
+  pyenv_root=$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")
+  for candidate in "$(command -v python3.13 || true)" "$(command -v python3.12 || true)" \
+    "$pyenv_root"/versions/3.13*/bin/python3.13 "$pyenv_root"/versions/3.12*/bin/python3.12; do
     if is_python312 "$candidate"; then
-      core221_python=$candidate
+      controller_python=$candidate
       break
     fi
   done
 fi
-if [ -x "$core221_venv/bin/python" ] || [ -n "$core221_python" ]; then
-  if [ ! -x "$core221_venv/bin/python" ]; then
-    "$core221_python" -m venv "$core221_venv"
+[ -n "$controller_python" ] || {
+  echo "bootstrap: no Python 3.12 or newer found: ansible-core 2.20 and 2.21 need one on the" \
+    "controller. Install one (apt install python3.13 on Debian 13, pyenv install 3.12) or set" \
+    "BLACKWELL_PYTHON312 to its full path, then run tools/bootstrap.sh again." >&2
+  exit 1
+}
+
+# make_venv DIR REQUIREMENTS: a venv of controller_python with REQUIREMENTS installed; one on an
+# older Python (a checkout from before 2.19's end of life) is made again.
+make_venv() {
+  local dir=$1 requirements=$2 stamp want
+  if [ -x "$dir/bin/python" ] && ! is_python312 "$dir/bin/python"; then
+    rm -rf "$dir"
   fi
-  stamp=$core221_venv/.requirements.sha256
-  want=$(sha256sum "$root/tools/requirements-core221.txt" | cut -d' ' -f1)
+  [ -x "$dir/bin/python" ] || "$controller_python" -m venv "$dir"
+  stamp=$dir/.requirements.sha256
+  want=$(sha256sum "$requirements" | cut -d' ' -f1)
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    "$core221_venv/bin/python" -m pip install -q -r "$root/tools/requirements-core221.txt"
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements"
     echo "$want" >"$stamp"
   fi
-else
-  echo "bootstrap: no Python 3.12 found, $core221_venv not created (install Python 3.12 or set" \
-    "BLACKWELL_PYTHON312 to one; the ansible-core 2.21 tests need it)" >&2
-fi
+}
+# The main venv: the newest supported ansible-core and every test and lab tool.
+make_venv "$venv" "$root/tools/requirements.txt"
+# The oldest supported ansible-core (meta/runtime.yml), ansible-core alone, as a user's
+# controller has it: sanity, the unit tests and the installed tarball's lab run use it.
+floor_venv=${BLACKWELL_VENV_FLOOR:-$root/.venv-core220}
+make_venv "$floor_venv" "$root/tools/requirements-core220.txt"
 
 # ansible-test bootstraps pip in its sanity venvs from a download host this network cannot
 # reach; a stand-in at the cache path it reads does the same job with ensurepip.
@@ -90,8 +93,4 @@ if args:
     subprocess.run([sys.executable, "-m", "pip", "install"] + args, check=True)
 PY
 done
-if [ -x "$core221_venv/bin/python" ]; then
-  echo "bootstrap: ok ($venv, $core221_venv)"
-else
-  echo "bootstrap: ok ($venv)"
-fi
+echo "bootstrap: ok ($venv, $floor_venv; $("$controller_python" -V))"

@@ -11,6 +11,7 @@ import json
 import py_compile
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,7 @@ def tree(tmp_path) -> Path:
 
 
 def pycache(pkg: Path, rel: str) -> str:
-    return str(pkg / DC / "__pycache__" / f"{Path(rel).stem}.cpython-311.pyc")
+    return str(pkg / DC / "__pycache__" / f"{Path(rel).stem}.{sys.implementation.cache_tag}.pyc")
 
 
 def test_apply_then_apply_again(tree):
@@ -87,7 +88,7 @@ def test_apply_then_apply_again(tree):
         assert added_lines(before[rel], (tree / rel).read_bytes()) == ADDED_LINES[rel]
     # The package's other bytecode is left, so SGLang does not recompile everything.
     assert sorted(str(p) for p in tree.rglob("*.pyc")) == [
-        str(tree / "__pycache__" / "__init__.cpython-311.pyc")]
+        str(tree / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc")]
 
     state = snapshot(tree)
     rc, result = run_module({"path": str(tree)})

@@ -6,11 +6,12 @@ offline next to its declared dependencies, run by FQCN.
 - Installing it where community.general is missing fails on that dependency and installs
   nothing: galaxy.yml declares what the roles use.
 - Marker lab: community.general is copied from the `ansible` package's bundle (no Galaxy here),
-  the tarball is installed beside it by ansible-core 2.21 alone, and one lab node is converged
-  with `ansible-playbook blackwell.sglang.site`, run outside the checkout with only that
-  collections directory visible: a first converge changes the node, a second changes nothing,
-  a --check changes nothing. The lower bound, ansible-core 2.19, then converges and checks the
-  same node from the same installed copy, also with nothing changed.
+  the tarball is installed beside it by the oldest supported ansible-core (2.20) alone, and one
+  lab node is converged with `ansible-playbook blackwell.sglang.site`, run outside the checkout
+  with only that collections directory visible: a first converge changes the node, a second
+  changes nothing, a --check changes nothing. The newest, ansible-core 2.21 (the main venv),
+  then converges and checks the same node from the same installed copy, also with nothing
+  changed.
 """
 from __future__ import annotations
 
@@ -25,20 +26,21 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, VENV_BIN, ansible_env, copy_as_collection, lab_env, running_lab
-from test_ansible_core_versions import core221_bin
+from test_ansible_core_versions import FLOOR_VERSION, floor_bin
 
 VERSION = "0.1.0"
-DEPENDENCIES = {"community.general": ">=11.0.0,<12.0.0"}
-# What the lab test installs as the dependency: the copy `ansible` 12.3.0 bundles.
-COMMUNITY_GENERAL = "11.4.2"
-LOWER_BOUND = "2.19.14"
+DEPENDENCIES = {"community.general": ">=13.0.0,<14.0.0"}
+# What the lab test installs as the dependency: the copy `ansible` 14.5.0 bundles.
+COMMUNITY_GENERAL = "13.5.0"
+# community.general 13's own dependency, from the same bundle.
+LIBRARY_INVENTORY_FILTERING = "1.1.5"
 NEWEST = "2.21.5"
 
 # Build, test and lab outputs a working tree collects (relative path -> a file planted there);
 # none may reach the tarball.
 PLANTED = (
     ".venv/bin/python",
-    ".venv-core221/bin/python",
+    ".venv-core220/bin/python",
     ".cache/wheels/sglang-0.5.18-py3-none-any.whl",
     ".ansible/collections/ansible_collections/x",
     ".pytest_cache/v/cache/lastfailed",
@@ -59,7 +61,7 @@ PLANTED = (
 DEVELOPMENT_ONLY = ("galaxy.yml", ".gitignore", ".gitattributes", ".ci/")
 TOP_LEVEL = sorted([
     ".ansible-lint", ".config", "FILES.json", "MANIFEST.json", "Makefile", "README.md", "ansible.cfg",
-    "benchmarks", "changelogs", "execution-environment.yml", "inventories", "meta", "molecule",
+    "benchmarks", "changelogs", "docs", "execution-environment.yml", "inventories", "meta", "molecule",
     "playbooks", "plugins", "pytest.ini", "roles", "site.yml", "tests", "tools",
 ])
 
@@ -87,7 +89,7 @@ def tarball(tmp_path_factory) -> Path:
         (src / rel).write_text("planted\n")
     dist = work / "dist"
     proc = subprocess.run(
-        [str(core221_bin() / "ansible-galaxy"), "collection", "build", str(src),
+        [str(floor_bin() / "ansible-galaxy"), "collection", "build", str(src),
          "--output-path", str(dist)],
         cwd=work, env=ansible_env(), capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -132,7 +134,7 @@ def test_tarball_declares_the_collections_the_roles_use(tarball):
     info = manifest["collection_info"]
     assert (info["namespace"], info["name"], info["version"]) == ("blackwell", "sglang", VERSION)
     assert info["dependencies"] == DEPENDENCIES
-    assert 'requires_ansible: ">=2.19.0"' in runtime.splitlines()
+    assert 'requires_ansible: ">=2.20.0"' in runtime.splitlines()
     # Every collection the code names (FQCN ns.collection.name, where ns.collection is one the
     # `ansible` package bundles) besides ansible.builtin is a declared dependency.
     bundle = bundled_community_general().parent.parent
@@ -154,11 +156,11 @@ def test_install_without_the_dependency_fails_and_installs_nothing(tarball, tmp_
     collections = tmp_path / "collections"
     collections.mkdir()
     proc = subprocess.run(
-        [str(core221_bin() / "ansible-galaxy"), "collection", "install", "--offline",
+        [str(floor_bin() / "ansible-galaxy"), "collection", "install", "--offline",
          "-p", str(collections), str(tarball)],
         cwd=tmp_path, env=installed_env(collections), capture_output=True, text=True, check=False)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert ("* community.general:>=11.0.0,<12.0.0 (dependency of blackwell.sglang:0.1.0)"
+    assert ("* community.general:>=13.0.0,<14.0.0 (dependency of blackwell.sglang:0.1.0)"
             in proc.stderr), proc.stderr
     assert not (collections / "ansible_collections" / "blackwell").exists()
 
@@ -179,6 +181,21 @@ def bundled_community_general() -> Path:
     return found[0]
 
 
+def bundled_dependency_closure() -> dict:
+    """community.general and what it declares in turn (community.library_inventory_filtering_v1
+    for 13.x), as the `ansible` package bundles them: {fqcn: directory}."""
+    root = bundled_community_general().parent.parent
+    found, todo = {}, ["community.general"]
+    while todo:
+        fqcn = todo.pop()
+        if fqcn in found:
+            continue
+        found[fqcn] = root.joinpath(*fqcn.split("."))
+        manifest = json.loads((found[fqcn] / "MANIFEST.json").read_text(encoding="utf-8"))
+        todo.extend(manifest["collection_info"]["dependencies"])
+    return found
+
+
 def recap(output: str) -> dict:
     return {m["host"]: {k: int(v) for k, v in m.groupdict().items() if k != "host"}
             for m in RECAP.finditer(output)}
@@ -192,18 +209,19 @@ NODE = f"{PREFIX}-01"
 def installed_lab(tarball, tmp_path_factory):
     work = tmp_path_factory.mktemp("installed")
     collections = work / "collections"
-    (collections / "ansible_collections" / "community").mkdir(parents=True)
-    subprocess.run(["cp", "-a", str(bundled_community_general()),
-                    str(collections / "ansible_collections" / "community" / "general")],
-                   check=True)
-    core221 = core221_bin()
-    env = installed_env(collections, core221)
+    for fqcn, source in bundled_dependency_closure().items():
+        namespace, name = fqcn.split(".")
+        (collections / "ansible_collections" / namespace).mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-a", str(source), str(collections / "ansible_collections" / namespace / name)],
+                       check=True)
+    floor = floor_bin()
+    env = installed_env(collections, floor)
     install = subprocess.run(
-        [str(core221 / "ansible-galaxy"), "collection", "install", "--offline",
+        [str(floor / "ansible-galaxy"), "collection", "install", "--offline",
          "-p", str(collections), str(tarball)],
         cwd=work, env=env, capture_output=True, text=True, check=False)
     assert install.returncode == 0, install.stdout + install.stderr
-    listing = subprocess.run([str(core221 / "ansible-galaxy"), "collection", "list"],
+    listing = subprocess.run([str(floor / "ansible-galaxy"), "collection", "list"],
                              cwd=work, env=env, capture_output=True, text=True, check=True).stdout
 
     timings = {}
@@ -216,9 +234,9 @@ def installed_lab(tarball, tmp_path_factory):
             elsewhere.mkdir()
             lab = {"collections": collections, "inventory": work / "inventory", "cwd": elsewhere,
                    "listing": listing, "timings": timings}
-            # The first converge of the fresh node, by the newest ansible-core; the tests below
-            # read its result and run on the node it leaves.
-            lab["first"] = site(lab, core221, "2.21 converge")
+            # The first converge of the fresh node, by the oldest supported ansible-core; the
+            # tests below read its result and run on the node it leaves.
+            lab["first"] = site(lab, floor, "2.20 converge")
             yield lab
     finally:
         # The cost of each step, in the output of `pytest -s`.
@@ -266,12 +284,13 @@ def test_installed_collection_sits_beside_its_dependency_only(installed_lab):
     listing = installed_lab["listing"]
     assert f"# {installed_lab['collections']}/ansible_collections" in listing, listing
     rows = re.findall(r"^(\S+\.\S+)\s+(\S+)\s*$", listing, re.MULTILINE)
-    assert rows == [("blackwell.sglang", VERSION), ("community.general", COMMUNITY_GENERAL)]
+    assert rows == [("blackwell.sglang", VERSION), ("community.general", COMMUNITY_GENERAL),
+                    ("community.library_inventory_filtering_v1", LIBRARY_INVENTORY_FILTERING)]
 
 
 @pytest.mark.lab
-def test_newest_core_converges_a_fresh_node_from_the_installed_copy(installed_lab):
-    assert_version(core221_bin(), NEWEST)
+def test_oldest_core_converges_a_fresh_node_from_the_installed_copy(installed_lab):
+    assert_version(floor_bin(), FLOOR_VERSION)
     first = installed_lab["first"]
     assert first.returncode == 0, first.stdout[-20000:] + first.stderr[-5000:]
     assert_ran_installed_copy(installed_lab, first.stdout)
@@ -282,11 +301,11 @@ def test_newest_core_converges_a_fresh_node_from_the_installed_copy(installed_la
 
 
 @pytest.mark.lab
-def test_newest_core_second_converge_and_check_change_nothing(installed_lab):
-    core221 = core221_bin()
+def test_oldest_core_second_converge_and_check_change_nothing(installed_lab):
+    floor = floor_bin()
     assert installed_lab["first"].returncode == 0, "the first converge failed"
-    for name, args in (("2.21 second converge", ()), ("2.21 check", ("--check",))):
-        again = site(installed_lab, core221, name, *args)
+    for name, args in (("2.20 second converge", ()), ("2.20 check", ("--check",))):
+        again = site(installed_lab, floor, name, *args)
         assert again.returncode == 0, again.stdout[-20000:] + again.stderr[-5000:]
         assert_ran_installed_copy(installed_lab, again.stdout)
         assert_no_deprecation(again)
@@ -296,10 +315,10 @@ def test_newest_core_second_converge_and_check_change_nothing(installed_lab):
 
 
 @pytest.mark.lab
-def test_lower_bound_core_runs_the_installed_collection_unchanged(installed_lab):
-    assert_version(VENV_BIN, LOWER_BOUND)
+def test_newest_core_runs_the_installed_collection_unchanged(installed_lab):
+    assert_version(VENV_BIN, NEWEST)
     assert installed_lab["first"].returncode == 0, "the first converge failed"
-    for name, args in (("2.19 converge", ()), ("2.19 check", ("--check",))):
+    for name, args in (("2.21 converge", ()), ("2.21 check", ("--check",))):
         run = site(installed_lab, VENV_BIN, name, *args)
         assert run.returncode == 0, run.stdout[-20000:] + run.stderr[-5000:]
         assert_ran_installed_copy(installed_lab, run.stdout)

@@ -52,7 +52,7 @@ def test_definition_passes_ansible_builders_schema(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     containerfile = (tmp_path / "context" / "Containerfile").read_text(encoding="utf-8")
-    assert 'ARG EE_BASE_IMAGE="localhost/blackwell-lab-debian12:latest"' in containerfile
+    assert 'ARG EE_BASE_IMAGE="localhost/blackwell-lab-debian13:latest"' in containerfile
     assert f'ARG PYCMD="{PYTHON}"' in containerfile
     # The collections' own requirements are read from what the galaxy stage installed.
     assert "RUN $PYCMD /output/scripts/introspect.py introspect" in containerfile
@@ -159,7 +159,7 @@ def test_site_runs_with_the_images_ansible_core_python_and_collection(ee_lab):
     # ansible-playbook -vv starts with its own version report: the image's, not the host's.
     assert f"ansible-playbook [core {CORE_VERSION}]" in out, out[:3000]
     assert f"executable location = {Path(PYTHON).parent}/ansible-playbook" in out, out[:3000]
-    assert re.search(rf"^  python version = 3\.11\.\d+ .*\({re.escape(PYTHON)}\)$", out, re.MULTILINE), \
+    assert re.search(rf"^  python version = 3\.13\.\d+ .*\({re.escape(PYTHON)}\)$", out, re.MULTILINE), \
         out[:3000]
     assert f"plays in {INSTALLED}/playbooks/site.yml" in out, out[:5000]
     task_paths = set(re.findall(r"^task path: (\S+?):\d+$", out, re.MULTILINE))

@@ -7,9 +7,9 @@
 # Inputs: the lab's base image (tools/lab/build-image.sh), this collection as a tarball from
 # `ansible-galaxy collection build`, community.general as the `ansible` package in the test
 # venv bundles it (the copy the collection is tested with), and a wheelhouse of
-# tools/ee/wheels.txt downloaded with the venv's pip (the host's Python is Debian 12's 3.11, the
-# image's too). The build itself runs with no network: apt reads the lab's mirror, pip the
-# wheelhouse, ansible-galaxy installs offline.
+# tools/ee/wheels.txt downloaded with the venv's pip for the image's Python (Debian 13's 3.13,
+# x86_64), whatever the host runs. The build itself runs with no network: apt reads the lab's
+# mirror, pip the wheelhouse, ansible-galaxy installs offline.
 #
 # The tag is a hash of every input: the base image reference, the EE definition, this script,
 # the wheel list, the tarball's file checksums (FILES.json) and community.general's manifest.
@@ -27,7 +27,7 @@ log() { printf 'ee: %s\n' "$*" >&2; }
   echo "ee: $venv/bin/ansible-builder not found (run tools/bootstrap.sh)" >&2
   exit 1
 }
-built=$("$root/tools/lab/build-image.sh")
+built=$("$root/tools/lab/build-image.sh" trixie)
 base=$(tail -n 1 <<<"$built")
 mirror=$(tail -n 2 <<<"$built" | head -n 1)
 
@@ -44,9 +44,20 @@ bundle=$(compgen -G "$venv/lib/python3*/site-packages/ansible_collections/commun
   echo "ee: no community.general bundled in $venv (run tools/bootstrap.sh)" >&2
   exit 1
 }
-# Its compiled bytecode belongs to the venv's Python, not to the image.
-tar -C "$(dirname "$bundle")" --exclude=__pycache__ -c general |
-  tar -C "$stage/collections/ansible_collections/community" -x
+# With the collections community.general itself declares (community.library_inventory_filtering_v1
+# for 13.x), from the same bundle. Their compiled bytecode belongs to the venv's Python, not to
+# the image.
+bundled=$(dirname "$(dirname "$bundle")")
+for fqcn in community.general $("$venv/bin/python" -c 'import json, sys
+print(" ".join(json.load(open(sys.argv[1]))["collection_info"]["dependencies"]))' "$bundle/MANIFEST.json"); do
+  [ -d "$bundled/${fqcn/.//}" ] || {
+    echo "ee: $fqcn, which community.general needs, is not bundled in $venv" >&2
+    exit 1
+  }
+  mkdir -p "$stage/collections/ansible_collections/${fqcn%%.*}"
+  tar -C "$bundled/${fqcn%%.*}" --exclude=__pycache__ -c "${fqcn#*.}" |
+    tar -C "$stage/collections/ansible_collections/${fqcn%%.*}" -x
+done
 
 tag=$(
   {
@@ -68,7 +79,12 @@ wheels=$cache/wheels-$(sha256sum "$here/wheels.txt" | cut -c1-12)
 if [ ! -d "$wheels" ]; then
   log "downloading the wheelhouse (tools/ee/wheels.txt)"
   rm -rf "$wheels.new"
+  platforms=()
+  for platform in manylinux1 manylinux2014 manylinux_2_5 manylinux_2_17 manylinux_2_28 manylinux_2_34; do
+    platforms+=(--platform "${platform}_x86_64")
+  done
   "$venv/bin/python" -m pip download -q --disable-pip-version-check --only-binary=:all: \
+    --python-version 3.13 --implementation cp --abi cp313 --abi abi3 --abi none "${platforms[@]}" \
     -d "$wheels.new" -r "$here/wheels.txt"
   mv "$wheels.new" "$wheels"
 fi

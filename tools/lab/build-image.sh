@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the lab's base image without any registry, as stock as a cloud image: debootstrap a
-# minimal Debian 12 with systemd, sshd and sudo, a login user `debian` with passwordless sudo
+# minimal Debian 12 (or, given `trixie`, Debian 13) with systemd, sshd and sudo, a login user `debian` with passwordless sudo
 # (what cloud-init leaves on a Debian cloud image) and root SSH login off. Nothing the roles
 # install is in it (tools/lab/mirror-packages.txt lists those), no apt lists, no CUDA keyring.
 #
@@ -11,6 +11,7 @@
 # would on an air-gapped fleet whose mirror lacks it.
 #
 #   tools/lab/build-image.sh          # prints the mirror directory, then the image reference
+#   tools/lab/build-image.sh trixie   # the same for Debian 13 (its own image name and mirror)
 #   LAB_MIRROR=http://mirror.local/debian tools/lab/build-image.sh
 #
 # The tag carries a hash of this script and its package list, and the id of the mirror's signing
@@ -21,9 +22,18 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 mirror=${LAB_MIRROR:-http://deb.debian.org/debian}
-name=localhost/blackwell-lab-debian12
-tag=$(cat "$here/build-image.sh" "$here/mirror-packages.txt" | sha256sum | cut -c1-12)
-debs=${BLACKWELL_CACHE:-$root/.cache}/lab/debian-mirror
+suite=${1:-bookworm}
+case $suite in
+  bookworm) release=12 mirror_dir=debian-mirror ;;
+  trixie) release=13 mirror_dir=debian13-mirror ;;
+  *)
+    echo "build-image.sh: unknown suite '$suite' (bookworm or trixie)" >&2
+    exit 2
+    ;;
+esac
+name=localhost/blackwell-lab-debian$release
+tag=$( (cat "$here/build-image.sh" "$here/mirror-packages.txt"; echo "$suite") | sha256sum | cut -c1-12)
+debs=${BLACKWELL_CACHE:-$root/.cache}/lab/$mirror_dir
 # The mirror's packages and key end up trusted by every lab node: reuse them only from a
 # directory the caller alone controls.
 # shellcheck source=tools/lab/owned-dir.sh
@@ -46,7 +56,7 @@ packages=python3,systemd,systemd-sysv,dbus,sudo,procps,iproute2,openssh-server,c
 work=$(mktemp -d /var/tmp/blackwell-lab.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 rootfs=$work/root
-debootstrap --variant=minbase --include="$packages" bookworm "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
+debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
   tail -n 30 "$work/debootstrap.log" >&2
   exit 1
 }
