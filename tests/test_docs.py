@@ -128,6 +128,26 @@ def test_readme_links_every_role_and_names_every_plugin():
     assert gaps == [], "README.md does not point to:\n" + "\n".join(gaps)
 
 
+README_MAX_LINES = 250
+
+
+def test_readme_stays_short_and_its_pages_resolve():
+    """README.md is what a user reads first: at most README_MAX_LINES lines, the detail on pages
+    it links. Every relative link in it and in docs/ names a file that exists."""
+    readme = ROOT / "README.md"
+    lines = readme.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines"
+    pages = [readme, *sorted((ROOT / "docs").glob("*.md"))]
+    for page in pages[1:]:
+        assert f"](docs/{page.name})" in readme.read_text(encoding="utf-8"), page.name
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert broken == []
+
+
 def test_readme_gaps_name_a_role_and_a_plugin_left_out():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     text = text.replace("](roles/sglang_model/README.md)", "](roles/sglang_model/)")
