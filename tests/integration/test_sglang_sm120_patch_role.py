@@ -121,25 +121,36 @@ def test_apply_again_and_check_mode(tmp_path):
     assert [m for m in messages(tasks) if m != "The arg spec validation passed"] == []
 
 
-def test_a_read_of_an_earlier_play_is_not_taken_for_another_venv(tmp_path):
-    """The role reads venv A itself in a first play; in a second, sglang_install's read of venv B
-    (registered as that role registers it) is the one to follow, and B is what gets patched."""
+def test_a_read_the_play_passes_is_used_and_an_earlier_plays_is_not(tmp_path):
+    """The role reads venv A itself in a first play. In a second, the play passes sglang_install's
+    read of venv B as playbooks/node.yml does (sglang_sm120_patch_venv_info): the role reads
+    nothing itself, and B is what gets patched. In a third, a read of B passed for venv C is not
+    taken: the role reads C."""
     first = make_venv(tmp_path / "a", RELEASE)[0]
     second, second_package = make_venv(tmp_path / "b", RELEASE)
+    third, third_package = make_venv(tmp_path / "c", RELEASE)
     role = [{"role": "blackwell.sglang.sglang_sm120_patch"}]
-    patch_b = {"sglang_sm120_patch_venv": str(second), "sglang_sm120_patch_capabilities": [12]}
+    read_b = {"name": "Read venv B as sglang_install does", "register": "sglang_install_venv_info",
+              "blackwell.sglang.sglang_venv_info": {"venv": str(second)}}
+    passed = "{{ sglang_install_venv_info }}"
     plays = [
         {"name": "Patch venv A", "hosts": "localhost", "gather_facts": False, "roles": role,
          "vars": {"sglang_sm120_patch_venv": str(first), "sglang_sm120_patch_capabilities": [12]}},
         {"name": "Patch venv B after its install", "hosts": "localhost", "gather_facts": False, "roles": role,
-         "vars": patch_b,
-         "pre_tasks": [{"name": "Read venv B as sglang_install does", "register": "sglang_install_venv_info",
-                        "blackwell.sglang.sglang_venv_info": {"venv": str(second)}}]},
+         "vars": {"sglang_sm120_patch_venv": str(second), "sglang_sm120_patch_capabilities": [12],
+                  "sglang_sm120_patch_venv_info": passed},
+         "pre_tasks": [read_b]},
+        {"name": "Patch venv C given B's read", "hosts": "localhost", "gather_facts": False, "roles": role,
+         "vars": {"sglang_sm120_patch_venv": str(third), "sglang_sm120_patch_capabilities": [12],
+                  "sglang_sm120_patch_venv_info": passed}},
     ]
     tasks = run_role(tmp_path, first, plays=plays)
-    assert changed(tasks) == [PATCH_TASK, PATCH_TASK]
-    values = dicts(second_package)
-    assert values[REL[0]][12] == values[REL[0]][10]
+    assert changed(tasks) == [PATCH_TASK, PATCH_TASK, PATCH_TASK]
+    reads = ran(tasks, ROLE + "Read the SGLang package and its release in the venv")
+    assert [read["venv"] for read in reads] == [str(first), str(third)]
+    for package in (second_package, third_package):
+        values = dicts(package)
+        assert values[REL[0]][12] == values[REL[0]][10]
 
 
 def test_state_absent_restores_the_release_byte_for_byte(tmp_path):

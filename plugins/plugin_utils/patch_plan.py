@@ -1,0 +1,94 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The sglang_sm120_patch role's plan: what the role does on a node, decided from its reads.
+
+``plan`` takes what the role read (``blackwell.sglang.sglang_venv_info`` on the venv, the node's
+``gpu`` facts from ``blackwell.sglang.gpu_facts``), the role's settings and whether the run is a
+check, and returns:
+
+- ``problems``: why the role must stop the host before it changes anything (empty: go on);
+- ``steps``: the named steps the role takes, each ``{"name", "reason"}``; today one,
+  ``patch``, run by ``blackwell.sglang.sglang_capmap`` once per major in ``majors`` (the module
+  itself finds which file already has its entry);
+- ``notes``: what there is nothing to patch for, one line each, as the role reports them;
+- ``package``, ``release`` and ``majors``: what the steps act on.
+
+Plain Python without Ansible imports: the filter ``blackwell.sglang.sm120_patch_plan`` calls it
+in the role, and the unit tests call it over recorded reads.
+"""
+from __future__ import annotations
+
+# Where SGLang keeps the torch symmetric-memory communicator, relative to the sglang package.
+COMMUNICATOR = "srt/distributed/device_communicators/torch_symm_mem.py"
+
+# The settings the plan reads, with the role's defaults.
+DEFAULTS = {
+    "venv": "/opt/sglang/current",
+    "capabilities": [],
+    "source_capability": 10,
+    "min_capability": 9,
+    "missing_policy": "skip",
+    "state": "present",
+}
+
+
+def _majors(values) -> list:
+    return [int(value) for value in values or []]
+
+
+def plan(venv_info: dict, gpu: dict | None, settings: dict, check_mode: bool = False) -> dict:
+    """The role's plan for one node (see the module's docstring)."""
+    conf = dict(DEFAULTS)
+    conf.update({key: value for key, value in settings.items() if value is not None})
+    venv = conf["venv"]
+    package = venv_info.get("sglang_package") or ""
+    release = venv_info.get("sglang_version") or "unknown"
+    communicator = bool(venv_info.get("torch_symm_mem"))
+    source = int(conf["source_capability"])
+    minimum = int(conf["min_capability"])
+    given = _majors(conf["capabilities"])
+    seen = given if given else _majors((gpu or {}).get("capability_majors"))
+    majors = sorted({major for major in seen if major >= minimum and major != source})
+    below = sorted({major for major in seen if major < minimum})
+    missing = (f"SGLang {release} in {venv} has no {COMMUNICATOR} (releases up "
+               "to 0.5.4 predate the torch symmetric-memory all-reduce)")
+
+    problems = []
+    if not check_mode or package:
+        if not package:
+            problems.append(f"no SGLang package under {venv}/lib/python3.*/site-packages; install "
+                            "it first (sglang_install)")
+        elif not communicator and conf["missing_policy"] == "fail":
+            problems.append(missing)
+
+    notes = []
+    if not package:
+        # Only a check gets this far without SGLang: a real run is refused above.
+        notes.append(f"no SGLang under {venv} yet: its install is this node's drift, and the patch "
+                     "is judged once it is installed")
+    elif not communicator:
+        notes.append(f"{missing}; nothing to patch")
+    else:
+        if below:
+            notes.append(f"capability majors {', '.join(map(str, below))} are below {minimum}; "
+                         "SGLang's torch symmetric-memory all-reduce refuses them, nothing to patch")
+        if source in seen:
+            notes.append(f"capability {source} is the entry the patch copies from "
+                         "(sglang_sm120_patch_source_capability); SGLang lists it upstream, no "
+                         "patch needed")
+        if not given and not majors:
+            reason = (gpu or {}).get("reason", "no GPU facts") if gpu is not None else "no GPU facts"
+            notes.append(f"no GPU capability majors to patch for (gpu_facts: {reason}); set "
+                         "sglang_sm120_patch_capabilities on hosts that cannot see their GPUs")
+
+    steps = []
+    if package and communicator and majors:
+        verb = "add" if conf["state"] == "present" else "remove"
+        steps.append({
+            "name": "patch",
+            "reason": (f"SGLang {release}: {verb} the entries for capability "
+                       f"{', '.join(map(str, majors))} where the dicts need it"),
+        })
+    return {"problems": problems, "steps": steps, "notes": notes, "package": package,
+            "release": release, "majors": majors if steps else []}
