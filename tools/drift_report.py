@@ -6,8 +6,8 @@ with the callback plugin blackwell.sglang.drift_report enabled; the plugin reduc
 results and writes the report as JSON, which this CLI prints and writes out. The reduction
 lives once, in plugins/plugin_utils/drift.py: the CLI and the callback cannot disagree.
 
-Exit codes: 0 every selected host was checked and is clean, 1 drift, 2 a host failed, was
-unreachable or was not checked (or the run itself did not complete), 3 bad invocation
+Exit codes: 0 every selected host was checked, judged and is clean, 1 drift, 2 a host failed,
+was unreachable, was not checked or not judged (or the run itself did not complete), 3 bad invocation
 (nothing was run).
 """
 from __future__ import annotations
@@ -113,8 +113,8 @@ def main(argv: list | None = None) -> int:
         description="Run a playbook in check and diff mode against an inventory and report, per "
         "host, the tasks that would change (drift), the tasks check mode cannot judge, and the "
         "hosts that failed, were unreachable or were not checked because the run stopped. "
-        "Exit 0: every selected host checked and clean, 1: drift, 2: a host failed, was "
-        "unreachable or was not checked, 3: bad invocation.",
+        "Exit 0: every selected host checked, judged and clean, 1: drift, 2: a host failed, was "
+        "unreachable, not checked or not judged in check mode, 3: bad invocation.",
     )
     parser.add_argument("-i", "--inventory", action="append", default=[],
                         help="inventory source (repeatable; required unless --from-events)")

@@ -16,21 +16,23 @@ description:
     and one line per task result that would change, with a short reason taken from the
     task's diff.
   - Every host that a play of the run selects (the inventory with C(--limit) applied) appears
-    exactly once, with the status V(ok), V(drift), V(failed), V(unreachable) or
-    V(not checked). A host is V(not checked) when the run stopped before the host went
-    through every play that selects it (C(any_errors_fatal), C(max_fail_percentage), a
-    serial batch never reached); its reason names the host and task whose failure stopped
-    the run.
+    exactly once, with the status V(ok), V(drift), V(failed), V(unreachable),
+    V(not checked) or V(not judged). A host is V(not checked) when the run stopped before the
+    host went through every play that selects it (C(any_errors_fatal), C(max_fail_percentage),
+    a serial batch never reached); its reason names the host and task whose failure stopped
+    the run. A host is V(not judged) when a check found no drift on it but passed a decision
+    check mode cannot judge; its reason names the first.
   - Drift found on a host before it failed stays in its report.
   - Tasks check mode cannot judge (a task that runs only when C(ansible_check_mode) is false,
     a command skipped in check mode, a failure under C(ignore_errors)) are listed as not
-    judged, not as drift. Handlers that the drift would notify are listed as consequences.
+    judged, not as drift; task warnings with the prefix C(hardware:) or C(note:) are listed
+    beside them as notes, which leave a host V(ok). Handlers that the drift would notify are listed as consequences.
   - The verdicts come from the task results Ansible hands to callbacks, never from printed
     output; for C(no_log) tasks that is the censored result, which keeps C(changed).
   - At the end of the run it prints the table, and writes the report as JSON and Markdown
     where configured. The report's C(summary.exit_code) is what C(tools/drift-report)
-    exits with, V(0) every selected host was checked and is clean, V(1) drift, V(2) a host
-    failed, was unreachable or was not checked.
+    exits with, V(0) every selected host was checked, judged and is clean, V(1) drift, V(2) a
+    host failed, was unreachable, was not checked or was not judged.
   - Each host's last NCCL all-reduce smoke test is reported as C(nccl_smoke), with its bus
     bandwidth, from the fact C(sglang_service_nccl_smoke_report) in the run's results. The test
     sets it in a converge; in a check, which does not run the test again,
@@ -164,7 +166,9 @@ class CallbackModule(CallbackBase):
             "event": "result",
             "kind": kind,
             "host": result.host.name,
-            "task": result.task_name or task.action,
+            # The name without the role's collection: "sglang_service : Write the systemd unit"
+            # (ansible-core 2.21 puts "blackwell.sglang." before the role in task_name).
+            "task": task.get_name(include_role_fqcn=False) or task.action,
             "role": role.get_name(include_role_fqcn=False) if role else None,
             "action": getattr(task, "resolved_action", None) or task.action,
             "path": task.get_path() or "",

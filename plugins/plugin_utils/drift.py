@@ -33,7 +33,11 @@ DRIFT = "drift"
 FAILED = "failed"
 UNREACHABLE = "unreachable"
 NOT_CHECKED = "not checked"
-STATUSES = (OK, DRIFT, FAILED, UNREACHABLE, NOT_CHECKED)
+# Checked to the end without drift, but with a decision check mode could not judge (a task
+# skipped because the run is a check, a failure the check ignored or rescued): not `ok`, since a
+# real run could still change or fail there. Notes (NOTE_PREFIXES) are no such decision.
+NOT_JUDGED = "not judged"
+STATUSES = (OK, DRIFT, FAILED, UNREACHABLE, NOT_CHECKED, NOT_JUDGED)
 
 REASON_WIDTH = 160
 
@@ -452,6 +456,11 @@ class DriftCollector:
                 failures = []
                 reason = self._unchecked_reason(name)
                 status = NOT_CHECKED if reason else DRIFT if report.drift else OK
+                gaps = [f for f in not_judged if not f.reason.startswith(NOTE_PREFIXES)]
+                if status == OK and self.check_mode and gaps:
+                    status = NOT_JUDGED
+                    reason = (f"check mode could not judge {len(gaps)} decision(s), the first "
+                              f"'{gaps[0].label}': {gaps[0].reason}")
             verdicts[name] = HostReport(name, status, reason, report.drift, not_judged, failures,
                                         report.handlers)
         hosts = {name: verdicts[name] for name in sorted(verdicts)}
@@ -460,7 +469,7 @@ class DriftCollector:
             # No recap: the run stopped before any verdict. No hosts: the inventory or limit
             # matched nothing, and "no drift" would be a verdict on nothing.
             exit_code = EXIT_FAILED
-        elif any(s in (FAILED, UNREACHABLE, NOT_CHECKED) for s in statuses):
+        elif any(s in (FAILED, UNREACHABLE, NOT_CHECKED, NOT_JUDGED) for s in statuses):
             exit_code = EXIT_FAILED
         elif DRIFT in statuses:
             exit_code = EXIT_DRIFT
@@ -475,6 +484,7 @@ class DriftCollector:
                 "failed_hosts": statuses.count(FAILED),
                 "unreachable_hosts": statuses.count(UNREACHABLE),
                 "not_checked_hosts": statuses.count(NOT_CHECKED),
+                "not_judged_hosts": statuses.count(NOT_JUDGED),
                 "drifted_tasks": sum(len(r.drift) for r in hosts.values()),
                 "not_judged_tasks": len({f.label for r in hosts.values() for f in r.not_judged}),
                 "check_mode": self.check_mode,
@@ -546,8 +556,8 @@ def _rows(report: dict) -> list[tuple[str, str, str]]:
             rows.append((name, finding["label"], f"{host['status'].upper()}: {finding['reason']}"))
         if host["status"] in (FAILED, UNREACHABLE) and not host["failures"]:
             rows.append((name, "-", host["status"].upper()))
-        if host["status"] == NOT_CHECKED:
-            rows.append((name, "-", f"NOT CHECKED: {host['reason']}"))
+        if host["status"] in (NOT_CHECKED, NOT_JUDGED):
+            rows.append((name, "-", f"{host['status'].upper()}: {host['reason']}"))
     return rows
 
 
@@ -576,7 +586,8 @@ def summary_line(report: dict) -> str:
     line = (
         f"{s['hosts']} host(s): {s['ok_hosts']} ok, {s['drifted_hosts']} with drift "
         f"({s['drifted_tasks']} task result(s)), {s['failed_hosts']} failed, "
-        f"{s['unreachable_hosts']} unreachable, {s['not_checked_hosts']} not checked; "
+        f"{s['unreachable_hosts']} unreachable, {s['not_checked_hosts']} not checked, "
+        f"{s.get('not_judged_hosts', 0)} not judged; "
         f"{s['not_judged_tasks']} task(s) not judged in check mode."
     )
     if s.get("check_mode") is False:
@@ -621,7 +632,7 @@ def _md_cell(text: str) -> str:
 
 def render_markdown(report: dict) -> str:
     out = ["# Drift report", "", summary_line(report), ""]
-    out += ["| host | status | drifted | not judged | why not checked |", "|---|---|---|---|---|"]
+    out += ["| host | status | drifted | not judged | why not checked or judged |", "|---|---|---|---|---|"]
     for name, host in report["hosts"].items():
         out.append(f"| {_md_cell(name)} | {host['status']} | {len(host['drift'])} | "
                    f"{len(host['not_judged'])} | {_md_cell(host['reason'])} |")

@@ -27,7 +27,7 @@ CASES = {
     "stopped-converge": (
         {"drift_hosts": ["a", "b", "c"], "drift_converge_fail": "c"}, None, 2,
         {"a": ("drift", ""), "b": ("drift", ""), "c": ("failed", ""),
-         "d": ("not checked", f"the run stopped after c failed 'Stop where asked' in play "
+         "d": ("not checked", f"the run stopped after c failed 'gate : Stop where asked' in play "
                               f"'{CONVERGE}' (max_fail_percentage: 0)")}),
     "stopped-preflight": (
         {"drift_hosts": ["a", "b", "c"], "drift_preflight_fail": "b"}, None, 2,
@@ -37,6 +37,11 @@ CASES = {
     "limited-drift": (
         {"drift_hosts": ["a"]}, "a,b", 1, {"a": ("drift", ""), "b": ("ok", "")}),
     "clean": ({}, None, 0, {h: ("ok", "") for h in "abcd"}),
+    "not-judged": (
+        {"drift_unjudged": ["b"]}, "a,b", 2,
+        {"a": ("ok", ""), "b": ("not judged", "check mode could not judge 1 decision(s), the first "
+                                "'Ask the service whether it is up': runs only outside check mode "
+                                "(when: not ansible_check_mode)")}),
     "unreachable": (
         {"drift_hosts": ["a"], "drift_fatal": False}, "a,gone", 2,
         {"a": ("drift", ""), "gone": ("unreachable", "")}),

@@ -70,14 +70,14 @@ def test_a_run_stopped_by_max_fail_percentage_keeps_drift_and_names_who_stopped_
     ]
     assert report["summary"] == {
         "hosts": 4, "ok_hosts": 0, "drifted_hosts": 3, "failed_hosts": 1, "unreachable_hosts": 0,
-        "not_checked_hosts": 1, "drifted_tasks": 12, "not_judged_tasks": 2, "check_mode": True,
+        "not_checked_hosts": 1, "not_judged_hosts": 0, "drifted_tasks": 12, "not_judged_tasks": 2, "check_mode": True,
         "run_completed": True, "exit_code": drift.EXIT_FAILED,
     }
     text = drift.render_text(report)
     assert ("d     -                                   NOT CHECKED: the run stopped after c failed "
             "'Stop where asked'") in text
     assert text.endswith("4 host(s): 0 ok, 3 with drift (12 task result(s)), 1 failed, "
-                         "0 unreachable, 1 not checked; 2 task(s) not judged in check mode.")
+                         "0 unreachable, 1 not checked, 0 not judged; 2 task(s) not judged in check mode.")
 
 
 def test_a_failed_preflight_leaves_every_other_host_not_checked():
@@ -145,6 +145,8 @@ def test_loop_drift_counts_each_changed_item_once_and_skips_the_aggregate():
 
 
 def test_check_mode_skips_are_not_judged_and_ordinary_skips_are_ignored():
+    """A host whose check skipped decisions because it is a check is `not judged` (exit 2), never
+    `ok`: a real run could still change or fail there."""
     report = drift.replay([
         start(), play(),
         result("skipped", "h1", "Run it", {"msg": "Command would have run if not in check mode"},
@@ -160,8 +162,33 @@ def test_check_mode_skips_are_not_judged_and_ordinary_skips_are_ignored():
         ("Run it", "Command would have run if not in check mode"),
         ("Per item [1]", "runs only outside check mode (when: not ansible_check_mode)"),
     ]
-    assert report["hosts"]["h1"]["status"] == "ok"
-    assert report["summary"]["exit_code"] == drift.EXIT_CLEAN
+    assert (report["hosts"]["h1"]["status"], report["hosts"]["h1"]["reason"]) == (
+        "not judged", "check mode could not judge 2 decision(s), the first 'Run it': Command would have run "
+                      "if not in check mode")
+    assert report["summary"]["exit_code"] == drift.EXIT_FAILED
+    assert report["summary"]["not_judged_hosts"] == 1
+    text = drift.render_text(report)
+    assert text.splitlines()[:2] == [
+        "HOST  TASK  REASON",
+        "h1    -     NOT JUDGED: check mode could not judge 2 decision(s), the first 'Run it': Command "
+        "would have run if not in check mode"]
+    assert text.endswith("1 host(s): 0 ok, 0 with drift (0 task result(s)), 0 failed, 0 unreachable, "
+                         "0 not checked, 1 not judged; 2 task(s) not judged in check mode.")
+    assert "| h1 | not judged | 0 | 2 | check mode could not judge" in drift.render_markdown(report)
+
+
+def test_a_drifting_host_stays_drift_and_a_real_run_is_never_not_judged():
+    skipped = result("skipped", "h1", "Run it", {"msg": "Command would have run if not in check mode"},
+                     action="ansible.builtin.command")
+    drifting = drift.replay([start(), play(), result("ok", "h1", "Write", {"changed": True, "msg": "x"}),
+                             skipped, stats("h1")])
+    assert drifting["hosts"]["h1"]["status"] == "drift"
+    assert drifting["summary"]["exit_code"] == drift.EXIT_DRIFT
+    real = drift.replay([{"event": "playbook_start", "plays": 1, "check_mode": False}, play(),
+                         result("skipped", "h1", "Only in a check", {"false_condition": "ansible_check_mode"}),
+                         stats("h1")])
+    assert real["hosts"]["h1"]["status"] == "ok"
+    assert real["summary"]["exit_code"] == drift.EXIT_CLEAN
 
 
 HW_TASK = "Warn about PCIe links, peer-to-peer, persistence and the IOMMU"
@@ -247,7 +274,7 @@ def test_failed_host_exits_two_and_an_ignored_failure_is_not_judged():
         result("failed", "h2", "Install", {"msg": "No package matching 'x'"}),
         stats("h1", "h2", failures=["h2"]),
     ])
-    assert report["hosts"]["h1"]["status"] == "ok"
+    assert report["hosts"]["h1"]["status"] == "not judged"
     assert pairs(report, "h1", "not_judged") == [("Probe", "failed in check mode (ignored): boom")]
     assert report["hosts"]["h2"]["status"] == "failed"
     assert pairs(report, "h2", "failures") == [("Install", "No package matching 'x'")]
@@ -257,7 +284,7 @@ def test_failed_host_exits_two_and_an_ignored_failure_is_not_judged():
 
 def test_a_failure_a_rescue_handled_is_not_a_failed_host():
     report = drift.replay([start(), play(), result("failed", "h1", "Try", {"msg": "no"}), stats("h1")])
-    assert report["hosts"]["h1"]["status"] == "ok"
+    assert report["hosts"]["h1"]["status"] == "not judged"
     assert pairs(report, "h1", "not_judged") == [("Try", "failed in check mode (rescued): no")]
 
 
