@@ -78,7 +78,7 @@ def plan(venv_info: dict, gpu: dict | None, settings: dict, check_mode: bool = F
                          "(sglang_sm120_patch_source_capability); SGLang lists it upstream, no "
                          "patch needed")
         if not given and not majors:
-            reason = (gpu or {}).get("reason", "no GPU facts") if gpu is not None else "no GPU facts"
+            reason = (gpu or {}).get("reason", "no GPU facts")
             notes.append(f"no GPU capability majors to patch for (gpu_facts: {reason}); set "
                          "sglang_sm120_patch_capabilities on hosts that cannot see their GPUs")
 
