@@ -176,7 +176,7 @@ class CallbackModule(CallbackBase):
             "ignore_errors": bool(ignore_errors),
             "any_errors_fatal": bool(task.any_errors_fatal),
             "loop": isinstance(res.get("results"), list),
-            "res": drift.slim_result(res),
+            "res": drift.slim_result(res, getattr(task, "args", None)),
         })
 
     def v2_runner_on_ok(self, result):

@@ -69,8 +69,11 @@ _APT_HEADINGS = (
 )
 
 
-def slim_result(res) -> dict:
-    """The part of a task result the report needs, JSON-serialisable."""
+def slim_result(res, task_args=None) -> dict:
+    """The part of a task result the report needs, JSON-serialisable.
+
+    `task_args` are the task's arguments as the callback sees them: a template or copy run in
+    check mode against a missing file returns neither its dest nor its invocation."""
     if not isinstance(res, dict):
         return {}
     out = {key: res[key] for key in RESULT_KEYS if key in res}
@@ -80,10 +83,12 @@ def slim_result(res) -> dict:
     if isinstance(facts, dict) and NCCL_FACT in facts:
         nccl = facts[NCCL_FACT]
         out["nccl_smoke"] = slim_nccl(nccl) if isinstance(nccl, dict) else None
-    # A file module run in check mode may not echo its dest; the arguments it ran with do.
-    args = (res.get("invocation") or {}).get("module_args") or {}
-    if "dest" not in out and isinstance(args, dict) and isinstance(args.get("dest"), str):
-        out["dest"] = args["dest"]
+    # A file module run in check mode may not echo its dest; the arguments it ran with do, and
+    # failing those, the task's own (templated by then, unless the task loops).
+    for args in ((res.get("invocation") or {}).get("module_args"), task_args):
+        dest = args.get("dest") if isinstance(args, dict) else None
+        if "dest" not in out and isinstance(dest, str) and "{{" not in dest:
+            out["dest"] = dest
     return json.loads(json.dumps(out, default=str))
 
 

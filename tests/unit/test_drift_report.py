@@ -444,3 +444,11 @@ def test_cli_rejects_a_missing_events_file(tmp_path, capsys):
         drift_report.main(["--from-events", str(tmp_path / "none.jsonl")])
     assert exc.value.code == drift.EXIT_USAGE
     assert f"drift-report: error: events file not found: {tmp_path / 'none.jsonl'}" in capsys.readouterr().err
+
+
+def test_slim_result_takes_a_missing_dest_from_the_task_arguments():
+    created = {"changed": True, "diff": [{"before": "", "after": "x\n", "after_header": "/root/.ansible/tmp/a/t.j2"}]}
+    assert drift.slim_result(created, {"src": "t.j2", "dest": "/etc/u"})["dest"] == "/etc/u"
+    assert "dest" not in drift.slim_result(created, {"dest": "{{ where }}/u"})
+    assert drift.slim_result({**created, "dest": "/etc/v"}, {"dest": "/etc/u"})["dest"] == "/etc/v"
+    assert drift.describe_change("template", drift.slim_result(created, {"dest": "/etc/u"}))[0] == "/etc/u would be created"
