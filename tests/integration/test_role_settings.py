@@ -214,3 +214,26 @@ def test_sglang_install_refuses_a_wheelhouse_others_can_write(tmp_path):
         " the install takes; make each a directory of root's that is not group- or world-writable",
     )]
     assert tree(node) == before
+
+
+def test_sglang_install_refuses_a_lock_whose_enforcer_would_go_unchecked(tmp_path):
+    """A lock asks for hashes; uv, which enforces them, would be installed without one (the lock
+    pins another uv, the setting is empty). A digest that is not sha256 is refused by value."""
+    node = tmp_path / "node"
+    node.mkdir()
+    lock = f"sglang==0.5.23 \\\n    --hash=sha256:{'a' * 64}\nuv==0.13.8 \\\n    --hash=sha256:{'b' * 64}\n"
+    common = dict(sglang_install_version="0.5.23", sglang_install_venv=str(node / "current"),
+                  sglang_install_releases_dir=str(node / "releases"))
+    tasks = run_role(tmp_path, "sglang_install", sglang_install_requirements_lock=lock, **common)
+    assert [(name, res["msg"]) for name, res in tasks if res.get("failed")] == [(
+        "Refuse settings and a node the install cannot work with",
+        "sglang_install_requirements_lock requires hashes, but uv 0.13.9, which enforces them, would be installed"
+        " unchecked: set sglang_install_uv_sha256 to its wheel's sha256, or pin uv==0.13.9 with its hashes in the lock",
+    )]
+    tasks = run_role(tmp_path, "sglang_install", sglang_install_requirements_lock=lock,
+                     sglang_install_uv_sha256=["c" * 64, "sha256:" + "d" * 64, "e" * 40], **common)
+    assert [(name, res["msg"]) for name, res in tasks if res.get("failed")] == [(
+        "Refuse settings and a node the install cannot work with",
+        f'sglang_install_uv_sha256 must list sha256 digests (64 hexadecimal characters each), not ["sha256:{"d" * 64}", "{"e" * 40}"]',
+    )]
+    assert tree(node) == {}
