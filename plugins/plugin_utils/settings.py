@@ -133,6 +133,7 @@ TABLE = {
     "sglang_model_source_path": "line",
     "sglang_model_dest": "line",
     "sglang_model_hf_endpoint": "url",
+    "sglang_model_hf_token": "secret",
 }
 
 

@@ -10,7 +10,11 @@ into the node. Then, with site.yml and that source declared:
 - --check reports the model missing, the files counted, and changes nothing on the node;
 - a converge stages the model, and only then restarts the service onto it; again: 0 changed;
 - a source with a shard missing stops the host before the service role: unit and server as
-  they were.
+  they were;
+- a uv wheel whose digest is not the pinned one is refused by pip, the host stopped before its
+  service;
+- a hub download from a stand-in hub (tests/stand_in_hub.py) with a token and an API key, at
+  -vvv, leaves neither secret anywhere but the secrets file and the hub's request headers.
 """
 from __future__ import annotations
 
@@ -117,3 +121,87 @@ def test_a_model_that_cannot_be_staged_stops_the_host_before_its_service(lab):
     )]
     assert not [name for name, _r in tasks if name.startswith("blackwell.sglang.sglang_service")]
     assert on_node(STATE) == before
+
+
+def test_a_uv_wheel_other_than_the_pinned_digest_is_refused_by_pip(lab):
+    """The lab pins uv's wheel by its sha256 (inventories/lab); given another digest, pip, reading
+    the requirement and its hash from standard input, refuses the real wheel and the host stops
+    before its service. The lab's own digest installs it again."""
+    on_node("rm -rf /opt/sglang/uv")
+    before = on_node(STATE)
+    wrong = "0" * 64
+    tasks = site(lab, SOURCE, DEST, "-e", json.dumps({"sglang_install_uv_sha256": [wrong]}), expect_rc=2)
+    failed = [(name, r) for name, r in tasks if r.get("failed")]
+    assert [name for name, _r in failed] == ["blackwell.sglang.sglang_install : Install the pinned uv release"]
+    stderr = failed[0][1]["stderr"]
+    assert "THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE" in stderr
+    assert f"Expected sha256 {wrong}" in stderr
+    assert "Got        d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19" in stderr
+    assert on_node("ls /opt/sglang/uv/lib/python3*/site-packages | grep -c '^uv' || true").strip() == "0"
+    assert on_node(STATE) == before
+    again = site(lab, SOURCE, DEST)
+    assert "blackwell.sglang.sglang_install : Install the pinned uv release" in changed(again)
+    assert on_node("/opt/sglang/uv/bin/uv --version").split()[:2] == ["uv", "0.13.9"]
+
+
+HF_TOKEN = "hf_stageSECRETtoken8c2e"
+API_KEY = "sk-stageSECRETkey41b7"
+HUB_PORT = 8088
+HUB_RECORD = "/srv/hub-record.jsonl"
+HUB_CLIENT = "/opt/hub-client"
+SECRETS_FILE = "/etc/sglang/sglang.env"
+
+
+def test_a_hub_download_keeps_the_token_off_every_command_line_log_and_file(lab, tmp_path):
+    """A first download from the hub (a stand-in at HF_ENDPOINT, tests/stand_in_hub.py, serving
+    the tiny snapshot) with a token and an API key set, converged at -vvv: the hub received the
+    token, and neither secret is in Ansible's output, the node's journal (sudo's entries
+    included), any process's command line while the download ran, or any file on the node but
+    the 0600 secrets file."""
+    hub = tmp_path / "stand_in_hub.py"
+    hub.write_text((ROOT / "tests" / "stand_in_hub.py").read_text())
+    subprocess.run(["podman", "cp", str(hub), f"{NODE}:/srv/stand_in_hub.py"], check=True)
+    # The download runs with a venv's huggingface_hub, as it would with a full SGLang release's.
+    on_node(f"mkdir -p /srv/hub/lab && cp -r {SOURCE} /srv/hub/lab/tiny && rm -f {HUB_RECORD} && "
+            f"/opt/sglang/uv/bin/uv venv -q --python /usr/bin/python3 {HUB_CLIENT} && "
+            f"/opt/sglang/uv/bin/uv pip install -q --python {HUB_CLIENT}/bin/python --offline --no-index "
+            "--find-links /srv/wheelhouse huggingface_hub==0.36.0 && "
+            f"systemd-run --unit stand-in-hub python3 /srv/stand_in_hub.py /srv/hub {HUB_PORT} {HUB_RECORD} && "
+            f"for i in $(seq 50); do python3 -c 'import urllib.request as u; u.urlopen(\"http://127.0.0.1:{HUB_PORT}/api/models/lab/tiny/revision/main\")' "
+            "2>/dev/null && break; sleep 0.2; done")
+    on_node(f": > {HUB_RECORD}")
+    since = on_node("date '+%Y-%m-%d %H:%M:%S'").strip()
+    settings = tmp_path / "secrets.yml"
+    settings.write_text(json.dumps({
+        "sglang_model_repo_id": "lab/tiny", "sglang_model_revision": "main",
+        "sglang_model_hf_endpoint": f"http://127.0.0.1:{HUB_PORT}", "sglang_model_venv": HUB_CLIENT,
+        "sglang_service_model_path": "lab/tiny",
+        "sglang_service_hf_token": HF_TOKEN, "sglang_service_api_key": API_KEY}))
+    proc = subprocess.run(
+        [str(VENV_BIN / "ansible-playbook"), "-vvv", "-i", str(lab["inventory"]), str(ROOT / "site.yml"),
+         "-e", f"@{settings}"],
+        cwd=ROOT, env=lab["env"], capture_output=True, text=True, check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-20000:]
+    assert "Download the model into the hub cache as the service user" in output
+
+    record = [json.loads(line) for line in on_node(f"cat {HUB_RECORD}").splitlines()]
+    downloads = [r for r in record if r["method"] == "GET" and "/resolve/" in r["path"]]
+    assert len(downloads) == 6, record
+    assert {r["authorization"] for r in record} == {f"Bearer {HF_TOKEN}"}
+    command_lines = next(r["command_lines"] for r in downloads if "command_lines" in r)
+    assert any("sglang_model_download" in line or "hf_download.py" in line for line in command_lines), command_lines
+
+    snapshot = on_node("ls -d /var/lib/sglang/.cache/huggingface/hub/models--lab--tiny/snapshots/*").strip()
+    assert on_node(f"stat -c '%U %a' {SECRETS_FILE}").split() == ["root", "600"]
+    assert on_node(f"stat -L -c %U {snapshot}/config.json").strip() == "sglang"
+    journal = on_node(f"journalctl --no-pager -o cat --since '{since}'")
+    assert "COMMAND=" in journal  # sudo's own entries are in what is searched
+    leaks = on_node(
+        f"grep -rlsF -e {HF_TOKEN} -e {API_KEY} / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev "
+        f"| grep -vxF -e {SECRETS_FILE} -e {HUB_RECORD} || true")
+    for secret in (HF_TOKEN, API_KEY):
+        assert secret not in output
+        assert secret not in journal
+        assert not [line for line in command_lines if secret in line]
+    assert leaks.split() == []

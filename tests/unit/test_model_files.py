@@ -122,16 +122,6 @@ def test_a_destination_that_does_not_exist_misses_every_file_of_its_source(tmp_p
     assert state["reason"] == f"{tmp_path}/dest does not exist: 4 of 4 expected files missing"
 
 
-def _hf_download():
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[2] / "roles" / "sglang_model" / "files" / "hf_download.py"
-    spec = importlib.util.spec_from_file_location("hf_download", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize(
     "line, token",
     [
@@ -143,7 +133,7 @@ def _hf_download():
 def test_the_download_reads_the_token_as_the_secrets_file_quotes_it(tmp_path, line, token):
     env_file = tmp_path / "sglang.env"
     env_file.write_text(f"# Ansible managed\n{line}\nSGLANG_API_KEY=\"k\"\n")
-    hf_download = _hf_download()
+    from ansible_collections.blackwell.sglang.plugins.modules import sglang_model_download as hf_download
     assert hf_download.token_from_env_file(str(env_file)) == token
     assert hf_download.token_from_env_file(str(tmp_path / "missing")) is None
     env_file.write_text('SGLANG_API_KEY="k"\n')

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Fills the lab's wheelhouse with the real wheels the sglang_patch scenario installs offline:
-# the SGLang releases it upgrades between and uv (the installer the sglang_install role
-# bootstraps). The container runs Debian 12's python3.11, so platform wheels are fetched for
+# Fills the lab's wheelhouse with the real wheels the labs install offline: the SGLang releases
+# the sglang_patch scenario upgrades between, uv (the installer the sglang_install role
+# bootstraps) and huggingface_hub with its dependencies. The container runs Debian 12's python3.11, so platform wheels are fetched for
 # cp311 manylinux x86_64 whatever Python runs this script. Only the packages themselves
 # (--no-deps): the scenario installs SGLang with sglang_install_no_deps, since a full SGLang
 # is 4 to 5 GB of torch and CUDA libraries that no container here can use.
@@ -16,6 +16,11 @@ python=${BLACKWELL_PYTHON:-python3}
 # ships cp311 platform wheels; 0.5.23 is the newest, whose FlashInfer fusion refuses SM120 and
 # which ships the PCIe all-reduce (the lab's LAB_SGLANG_VERSION=0.5.23).
 packages=(sglang==0.5.8 sglang==0.5.18 sglang==0.5.23 uv==0.13.9)
+# huggingface_hub and what it needs, as a node's release venv holds them: the model staging lab
+# test downloads through it from a stand-in hub (tests/stand_in_hub.py).
+packages+=(huggingface_hub==0.36.0 hf_xet==1.8.0 filelock==4.3.2 fsspec==2026.9.0 packaging==26.4
+  pyyaml==6.0.4 requests==2.34.2 certifi==2026.10.19.post1 charset_normalizer==3.5.3 idna==3.20
+  urllib3==2.8.0 tqdm==4.70.1 typing_extensions==4.16.0)
 
 # Whatever lies here is installed on the nodes as root: only a directory the caller alone controls.
 # shellcheck source=tools/lab/owned-dir.sh
