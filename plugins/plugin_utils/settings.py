@@ -127,6 +127,9 @@ TABLE = {
     "cuda13_toolkit_package": "line",
     "cuda13_toolkit_version": "line",
     "cuda13_toolkit_dir": "path",
+    # playbooks/node.yml: the node's converge lock.
+    "sglang_rollout_lock_path": "path",
+    "sglang_rollout_lock_timeout": "int:0",
     # sglang_model: the model's names and the hub mirror.
     "sglang_model_repo_id": "line",
     "sglang_model_revision": "line",

@@ -14,12 +14,17 @@ into the node. Then, with site.yml and that source declared:
 - a uv wheel whose digest is not the pinned one is refused by pip, the host stopped before its
   service;
 - a hub download from a stand-in hub (tests/stand_in_hub.py) with a token and an API key, at
-  -vvv, leaves neither secret anywhere but the secrets file and the hub's request headers.
+  -vvv, leaves neither secret anywhere but the secrets file and the hub's request headers;
+- two converges of the node never overlap: the second waits, then fails naming the first; one
+  killed while it holds the node leaves the lock to the next, which takes it over.
 """
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -205,3 +210,68 @@ def test_a_hub_download_keeps_the_token_off_every_command_line_log_and_file(lab,
         assert secret not in journal
         assert not [line for line in command_lines if secret in line]
     assert leaks.split() == []
+
+
+LOCK = "/run/lock/blackwell-sglang.lock"
+
+
+def start_site(lab, *args: str) -> subprocess.Popen:
+    env = dict(lab["env"], ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    return subprocess.Popen(
+        [str(VENV_BIN / "ansible-playbook"), "-i", str(lab["inventory"]), str(ROOT / "site.yml"),
+         "-e", f"sglang_model_source_path={SOURCE}", "-e", "sglang_model_source_mode=copy",
+         "-e", f"sglang_model_dest={DEST}", "-e", f"sglang_service_model_path={DEST}", *args],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def finish_site(proc: subprocess.Popen, expect_rc: int):
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == expect_rc, out[-20000:] + err[-5000:]
+    report = json.JSONDecoder().raw_decode(out[out.index("{"):])[0]
+    return [(t["task"]["name"], t["hosts"][NODE]) for p in report["plays"] for t in p["tasks"]
+            if NODE in t["hosts"]]
+
+
+def lock_holder() -> dict:
+    for _attempt in range(1200):
+        text = in_container(NODE, f"cat {LOCK} 2>/dev/null || true").strip()
+        if text:
+            return json.loads(text)
+        time.sleep(0.25)
+    raise AssertionError("the first converge never took the node's lock")
+
+
+def test_two_converges_of_one_node_never_overlap(lab):
+    """A converge holds the node (paused right after taking its lock, so the overlap is certain);
+    a second converge waits its timeout and fails naming the first, before any task of a role;
+    the first then finishes and releases the lock. A converge killed while it holds the node
+    leaves the lock to the next converge of this controller, which takes it over."""
+    first = start_site(lab)
+    holder = lock_holder()
+    # Only ansible-playbook itself: its SSH connection masters, shared with the second run, go on.
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        assert holder["pid"] == first.pid
+        assert in_container(NODE, f"stat -c '%U %a' {LOCK}").split() == ["root", "600"]
+        second = finish_site(start_site(lab, "-e", "sglang_rollout_lock_timeout=2"), expect_rc=2)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    failed = [(name, r["msg"]) for name, r in second if r.get("failed")]
+    assert failed == [("Hold the node for this converge", (
+        f"another converge holds this node: ansible-playbook (PID {first.pid}) on {holder['controller']} as "
+        f"{holder['user']}, since {holder['since']} (lock {LOCK}). Waited 2 s. Run again when it has finished; "
+        f"if that run is gone without releasing the lock (its controller lost), remove {LOCK} on the node and run again."))]
+    assert not [name for name, _r in second if name.startswith("blackwell.sglang.")]
+    finish_site(first, expect_rc=0)
+    assert in_container(NODE, f"test -e {LOCK} && echo held || echo free").strip() == "free"
+
+    killed = start_site(lab)
+    left = lock_holder()
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    assert json.loads(in_container(NODE, f"cat {LOCK}")) == left
+    tasks = finish_site(start_site(lab), expect_rc=0)
+    taken = dict(tasks)["Hold the node for this converge"]
+    assert taken["took_over"] == left
+    assert in_container(NODE, f"test -e {LOCK} && echo held || echo free").strip() == "free"
