@@ -135,6 +135,10 @@ TABLE = {
     "sglang_model_revision": "line",
     "sglang_model_source_path": "line",
     "sglang_model_dest": "line",
+    "sglang_model_draft_repo_id": "line",
+    "sglang_model_draft_revision": "line",
+    "sglang_model_draft_source_path": "line",
+    "sglang_model_draft_dest": "line",
     "sglang_model_hf_endpoint": "url",
     "sglang_model_hf_token": "secret",
 }

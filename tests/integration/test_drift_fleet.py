@@ -282,6 +282,12 @@ RESTART = "sglang_service : Restart sglang to load what changed under it, or to 
 # time it is given to load its model (node 3's sglang_service_health_timeout, 8 s here; within
 # it, the engine is loading: a note, not drift), a change of the packages asked for beside SGLang
 # (a setting of node 4, not a change on it).
+UNTIL_503 = (
+    "for i in $(seq 300); do python3 -c 'import sys, urllib.error, urllib.request as u\n"
+    "try:\n    u.urlopen(\"http://127.0.0.1:30000/health\", timeout=2)\n"
+    "except urllib.error.HTTPError as e:\n    sys.exit(e.code != 503)\n"
+    "except OSError:\n    pass\n"
+    "sys.exit(1)' && break; sleep 0.2; done; test $i -lt 300")
 NEW_KINDS = {
     1: ("mkdir -p /etc/systemd/system/sglang.service.d && "
         "printf '[Service]\\nExecStart=\\nExecStart=/bin/sleep infinity\\n' "
@@ -292,8 +298,10 @@ NEW_KINDS = {
     2: (f"sleep 1 && touch {PATCHED}",
         [(RESTART, drift._short("restart sglang: changed after the server started: "
                                 + PATCHED.replace("/releases/0.5.8/", "/current/")))]),
+    # The stand-in reads its configuration when it starts: "serve" is written back only once the
+    # restarted one answers 503 (on a loaded machine it may start seconds after the restart).
     3: ("echo '{\"mode\": \"unhealthy\"}' >/etc/sglang-standin/config.json && systemctl restart sglang && "
-        "sleep 2 && echo '{\"mode\": \"serve\", \"health_delay\": 1.0}' >/etc/sglang-standin/config.json && "
+        f"{UNTIL_503} && echo '{{\"mode\": \"serve\", \"health_delay\": 1.0}}' >/etc/sglang-standin/config.json && "
         "sleep 8",
         [(RESTART, "restart sglang: running but /health answered 503")]),
     4: (None,

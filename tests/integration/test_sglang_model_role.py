@@ -28,7 +28,9 @@ def run_role(tmp_path: Path, *args: str, expect_rc: int = 0, **role_vars):
         "vars": {"sglang_model_user": "nobody", "sglang_model_group": "nogroup", **role_vars},
         "roles": [{"role": "blackwell.sglang.sglang_model"}],
         "post_tasks": [{"name": "Show the staged path", "ansible.builtin.debug": {
-            "msg": "{{ sglang_model_staged_path | default('unset') }}"}}],
+            "msg": "{{ sglang_model_staged_path | default('unset') }}"}},
+                       {"name": "Show the staged draft model's path", "ansible.builtin.debug": {
+                           "msg": "{{ sglang_model_draft_staged_path | default('unset') }}"}}],
     }]
     return local_play_tasks(tmp_path, play, *args, expect_rc=expect_rc)
 
@@ -89,6 +91,40 @@ def test_link_mode_links_checks_and_is_idempotent(tmp_path, source):
     again = run_role(tmp_path, **settings)
     assert changed(again) == []
     assert changed(run_role(tmp_path, "--check", **settings)) == []
+
+
+def test_the_draft_model_is_staged_like_the_model_and_an_incomplete_one_stops_the_host(tmp_path, source):
+    """EAGLE-3's draft model: drift in a check while it is missing, staged after the model and
+    published on its own fact, and a draft source missing a shard fails the host before any change."""
+    src, _expected = source
+    draft = tmp_path / "shared" / "tiny-draft"
+    model_snapshot.make_model(draft, shards=2)
+    models = tmp_path / "models"
+    settings = {"sglang_model_source_path": str(src), "sglang_model_draft_source_path": str(draft),
+                "sglang_model_models_dir": str(models)}
+
+    check = run_role(tmp_path, "--check", **settings)
+    assert [res["msg"] for name, res in check if name.endswith("Report the staged model as missing or incomplete")] == [
+        f"sglang_model: not staged: {models}/tiny-model does not exist: 5 of 5 expected files missing",
+        f"sglang_model: not staged: {models}/tiny-draft does not exist: 4 of 4 expected files missing",
+    ]
+    assert not models.exists()
+
+    first = run_role(tmp_path, **settings)
+    assert changed(first) == ["Create the models directory", "Link the model to its source", "Link the model to its source"]
+    assert (models / "tiny-draft").readlink() == draft
+    assert result(first, "Show the staged path")["msg"] == str(models / "tiny-model")
+    assert result(first, "Show the staged draft model's path")["msg"] == str(models / "tiny-draft")
+    assert changed(run_role(tmp_path, **settings)) == []
+    assert changed(run_role(tmp_path, "--check", **settings)) == []
+
+    (draft / "model-00002-of-00002.safetensors").unlink()
+    before = tree(models)
+    broken = run_role(tmp_path, expect_rc=2, **settings)
+    assert failures(broken) == [
+        f"sglang_model: the draft model cannot be staged from {draft}: {draft}: 1 of 4 expected files missing"
+        " (model-00002-of-00002.safetensors). Nothing was changed."]
+    assert tree(models) == before
 
 
 def test_copy_mode_copies_reports_a_missing_shard_and_restores_it(tmp_path, source):
@@ -161,8 +197,15 @@ def test_a_source_that_cannot_be_staged_is_refused_with_nothing_changed(tmp_path
          'sglang_model: set exactly one of sglang_model_repo_id and sglang_model_source_path '
          '(repo_id "org/m", source_path "/mnt/m"). Nothing was changed.'),
         ({"sglang_model_source_path": "models/m"},
-         'sglang_model: sglang_model_source_path and sglang_model_dest must be absolute paths '
-         '("models/m", ""). Nothing was changed.'),
+         'sglang_model: sglang_model_source_path must be an absolute path, not "models/m". Nothing was changed.'),
+        ({"sglang_model_source_path": "/mnt/m", "sglang_model_draft_source_path": "drafts/d",
+          "sglang_model_draft_dest": "d"},
+         'sglang_model: sglang_model_draft_source_path must be an absolute path, not "drafts/d"; '
+         'sglang_model_draft_dest must be an absolute path, not "d". Nothing was changed.'),
+        ({"sglang_model_source_path": "/mnt/m", "sglang_model_draft_repo_id": "org/d",
+          "sglang_model_draft_source_path": "/mnt/d"},
+         'sglang_model: set at most one of sglang_model_draft_repo_id and sglang_model_draft_source_path '
+         '(repo_id "org/d", source_path "/mnt/d"). Nothing was changed.'),
     ],
 )
 def test_bad_settings_are_refused(tmp_path, settings, message):
