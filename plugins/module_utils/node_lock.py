@@ -41,6 +41,17 @@ def _open_locked(path):
         os.close(fd)
 
 
+def _parse(data):
+    """The holder a lock file's bytes record; None for an empty (free) lock."""
+    if not data.strip():
+        return None
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except ValueError:
+        return {"owner": "", "unreadable": data[:200].decode("utf-8", "replace")}
+    return value if isinstance(value, dict) else {"owner": "", "unreadable": str(value)[:200]}
+
+
 def _content(fd):
     os.lseek(fd, 0, os.SEEK_SET)
     data = b""
@@ -49,31 +60,18 @@ def _content(fd):
         if not chunk:
             break
         data += chunk
-    if not data.strip():
-        return None
-    try:
-        value = json.loads(data.decode("utf-8"))
-    except ValueError:
-        return {"owner": "", "unreadable": data[:200].decode("utf-8", "replace")}
-    return value if isinstance(value, dict) else {"owner": "", "unreadable": str(value)[:200]}
+    return _parse(data)
 
 
 def read(path):
     """The holder recorded at PATH, or None when the lock is free. Reads only."""
     try:
         with open(path, "rb") as handle:
-            data = handle.read()
+            return _parse(handle.read())
     except (IOError, OSError) as exc:
         if exc.errno == errno.ENOENT:
             return None
         raise
-    if not data.strip():
-        return None
-    try:
-        value = json.loads(data.decode("utf-8"))
-    except ValueError:
-        return {"owner": "", "unreadable": data[:200].decode("utf-8", "replace")}
-    return value if isinstance(value, dict) else {"owner": "", "unreadable": str(value)[:200]}
 
 
 def try_acquire(path, holder, steal=""):

@@ -46,6 +46,10 @@ ls -la /opt/sglang/models 2>&1 || true
 """
 
 
+# The service as it runs: its unit, its secrets file, the process.
+SERVICE = "\n".join(STATE.strip().splitlines()[:3])
+
+
 def on_node(script: str) -> str:
     return in_container(NODE, script)
 
@@ -133,7 +137,7 @@ def test_a_uv_wheel_other_than_the_pinned_digest_is_refused_by_pip(lab):
     the requirement and its hash from standard input, refuses the real wheel and the host stops
     before its service. The lab's own digest installs it again."""
     on_node("rm -rf /opt/sglang/uv")
-    before = on_node(STATE)
+    before = on_node(SERVICE)
     wrong = "0" * 64
     tasks = site(lab, SOURCE, DEST, "-e", json.dumps({"sglang_install_uv_sha256": [wrong]}), expect_rc=2)
     failed = [(name, r) for name, r in tasks if r.get("failed")]
@@ -143,7 +147,7 @@ def test_a_uv_wheel_other_than_the_pinned_digest_is_refused_by_pip(lab):
     assert f"Expected sha256 {wrong}" in stderr
     assert "Got        d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19" in stderr
     assert on_node("ls /opt/sglang/uv/lib/python3*/site-packages | grep -c '^uv' || true").strip() == "0"
-    assert on_node(STATE) == before
+    assert on_node(SERVICE) == before
     again = site(lab, SOURCE, DEST)
     assert "blackwell.sglang.sglang_install : Install the pinned uv release" in changed(again)
     assert on_node("/opt/sglang/uv/bin/uv --version").split()[:2] == ["uv", "0.13.9"]
@@ -202,9 +206,12 @@ def test_a_hub_download_keeps_the_token_off_every_command_line_log_and_file(lab,
     assert on_node(f"stat -L -c %U {snapshot}/config.json").strip() == "sglang"
     journal = on_node(f"journalctl --no-pager -o cat --since '{since}'")
     assert "COMMAND=" in journal  # sudo's own entries are in what is searched
+    # Besides the secrets file, only the test doubles' own records may hold them: the stand-in
+    # hub's (the token it was sent) and the stand-in engine's (the environment systemd gave it
+    # from the secrets file, as it gives the real engine).
     leaks = on_node(
         f"grep -rlsF -e {HF_TOKEN} -e {API_KEY} / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev "
-        f"| grep -vxF -e {SECRETS_FILE} -e {HUB_RECORD} || true")
+        f"| grep -vxF -e {SECRETS_FILE} -e {HUB_RECORD} -e /var/lib/sglang-standin/launches.jsonl || true")
     for secret in (HF_TOKEN, API_KEY):
         assert secret not in output
         assert secret not in journal
@@ -233,13 +240,15 @@ def finish_site(proc: subprocess.Popen, expect_rc: int):
             if NODE in t["hosts"]]
 
 
-def lock_holder() -> dict:
+def lock_holder(run: subprocess.Popen) -> dict:
+    """The node's lock once RUN holds it (an earlier run that failed may have left its own)."""
     for _attempt in range(1200):
         text = in_container(NODE, f"cat {LOCK} 2>/dev/null || true").strip()
-        if text:
+        if text and json.loads(text)["pid"] == run.pid:
             return json.loads(text)
+        assert run.poll() is None, run.communicate()
         time.sleep(0.25)
-    raise AssertionError("the first converge never took the node's lock")
+    raise AssertionError(f"the converge {run.pid} never took the node's lock")
 
 
 def test_two_converges_of_one_node_never_overlap(lab):
@@ -248,11 +257,10 @@ def test_two_converges_of_one_node_never_overlap(lab):
     the first then finishes and releases the lock. A converge killed while it holds the node
     leaves the lock to the next converge of this controller, which takes it over."""
     first = start_site(lab)
-    holder = lock_holder()
+    holder = lock_holder(first)
     # Only ansible-playbook itself: its SSH connection masters, shared with the second run, go on.
     os.kill(first.pid, signal.SIGSTOP)
     try:
-        assert holder["pid"] == first.pid
         assert in_container(NODE, f"stat -c '%U %a' {LOCK}").split() == ["root", "600"]
         second = finish_site(start_site(lab, "-e", "sglang_rollout_lock_timeout=2"), expect_rc=2)
     finally:
@@ -267,7 +275,7 @@ def test_two_converges_of_one_node_never_overlap(lab):
     assert in_container(NODE, f"test -e {LOCK} && echo held || echo free").strip() == "free"
 
     killed = start_site(lab)
-    left = lock_holder()
+    left = lock_holder(killed)
     os.killpg(killed.pid, signal.SIGKILL)
     killed.wait()
     assert json.loads(in_container(NODE, f"cat {LOCK}")) == left

@@ -103,3 +103,12 @@ def test_a_run_is_its_ansible_playbook_process_and_ends_with_it(tmp_path):
 def test_the_holder_is_named_for_the_operator():
     assert action.describe(holder("a")) == "ansible-playbook (PID 1) on ctl as ops, since 2026-12-03T10:00:00Z"
     assert action.describe({"owner": "", "unreadable": "xx"}) == "an unreadable holder ('xx')"
+
+
+def test_a_lock_file_that_is_not_a_holder_record_is_held_by_an_unreadable_holder(tmp_path):
+    path = tmp_path / "lock"
+    path.write_text("not json\n")
+    assert node_lock.try_acquire(str(path), holder("a")) == (False, {"owner": "", "unreadable": "not json\n"})
+    path.write_text("\n")
+    assert node_lock.read(str(path)) is None
+    assert node_lock.try_acquire(str(path), holder("a")) == (True, holder("a"))
