@@ -27,10 +27,12 @@ def run_role(tmp_path: Path, *args: str, expect_rc: int = 0, **role_vars):
         "gather_facts": False,
         "vars": {"sglang_model_user": "nobody", "sglang_model_group": "nogroup", **role_vars},
         "roles": [{"role": "blackwell.sglang.sglang_model"}],
-        "post_tasks": [{"name": "Show the staged path", "ansible.builtin.debug": {
-            "msg": "{{ sglang_model_staged_path | default('unset') }}"}},
-                       {"name": "Show the staged draft model's path", "ansible.builtin.debug": {
-                           "msg": "{{ sglang_model_draft_staged_path | default('unset') }}"}}],
+        "post_tasks": [
+            {"name": "Show the staged path",
+             "ansible.builtin.debug": {"msg": "{{ sglang_model_staged_path | default('unset') }}"}},
+            {"name": "Show the staged draft model's path",
+             "ansible.builtin.debug": {"msg": "{{ sglang_model_draft_staged_path | default('unset') }}"}},
+        ],
     }]
     return local_play_tasks(tmp_path, play, *args, expect_rc=expect_rc)
 
