@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -79,14 +80,26 @@ def test_a_waiting_run_takes_the_lock_once_the_holder_releases_it(tmp_path):
     lock, go = tmp_path / "node.lock", tmp_path / "go"
     first = start(playbook(tmp_path, "first", lock, 0, hold_until=go))
     wait_for_holder(lock)
-    second = start(playbook(tmp_path, "second", lock, 120))
-    time.sleep(3)
+    # The second run's own output says when it reaches the lock; only then is the first let go.
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    second = subprocess.Popen(
+        [str(VENV_BIN / "ansible-playbook"), "-v", "-i", "localhost,", "-c", "local",
+         str(playbook(tmp_path, "second", lock, 120)), "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = []
+    for line in second.stdout:
+        seen.append(line)
+        if line.startswith("TASK [Hold the node]"):
+            break
+    time.sleep(2)
     go.touch()
     finish(first, expect_rc=0)
-    tasks, _err = finish(second, expect_rc=0)
-    held = dict(tasks)["Hold the node"]
-    assert held["held"] is True and held["waited"] > 0
-    assert held["holder"]["pid"] == second.pid
+    output = "".join(seen) + second.stdout.read()
+    assert second.wait(timeout=300) == 0, output
+    waited = re.search(r'"waited": ([0-9.]+)', output)
+    assert waited and float(waited.group(1)) >= 1, output
+    assert f'"pid": {second.pid}' in output
     assert not lock.exists()
 
 
