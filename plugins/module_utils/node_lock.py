@@ -74,13 +74,19 @@ def read(path):
         raise
 
 
+def _may_take(current, owner, steal):
+    """Whether OWNER may take a lock whose holder is CURRENT: it is free, OWNER's already, or the
+    ended run STEAL names holds it."""
+    return current is None or current.get("owner") == owner or bool(steal and current.get("owner") == steal)
+
+
 def try_acquire(path, holder, steal=""):
     """Take the lock at PATH for HOLDER (a dict with an `owner` key) when it is free, already
     HOLDER's, or held by the owner STEAL names. (True, HOLDER) or (False, the current holder)."""
     fd = _open_locked(path)
     try:
         current = _content(fd)
-        if current is None or current.get("owner") == holder["owner"] or (steal and current.get("owner") == steal):
+        if _may_take(current, holder["owner"], steal):
             data = json.dumps(holder, sort_keys=True).encode("utf-8") + b"\n"
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
@@ -95,9 +101,7 @@ def try_acquire(path, holder, steal=""):
 def would_acquire(path, owner, steal=""):
     """What try_acquire would answer, without writing (check mode)."""
     current = read(path)
-    if current is None or current.get("owner") == owner or (steal and current.get("owner") == steal):
-        return True, current
-    return False, current
+    return _may_take(current, owner, steal), current
 
 
 def acquire(path, holder, timeout, steal="", poll=1.0, check_mode=False, clock=time.monotonic, sleep=time.sleep):
