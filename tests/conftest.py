@@ -78,6 +78,22 @@ def ansible_env(**extra: str) -> dict:
     return env
 
 
+def run_local_module(module: str, args: dict, *flags: str, interpreter: str | None = sys.executable) -> tuple[int, dict]:
+    """One collection module run by ad-hoc `ansible` on localhost; (rc, the host's result).
+    interpreter None leaves the choice of Python to Ansible."""
+    extra = {"ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"}
+    if interpreter:
+        extra["ANSIBLE_PYTHON_INTERPRETER"] = interpreter
+    proc = subprocess.run(
+        [str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-m", module, "-a", json.dumps(args), *flags],
+        env=ansible_env(**extra), capture_output=True, text=True, check=False)
+    try:
+        report = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"no JSON from ansible (rc {proc.returncode}): {proc.stdout}{proc.stderr}")
+    return proc.returncode, report["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
 LAB_SH = str(ROOT / "tools" / "lab" / "lab.sh")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from sglang_wheels import BEFORE_SYMM_MEM, install_tree
 
-from conftest import ROOT, VENV_BIN, ansible_env
+from conftest import ROOT, VENV_BIN, ansible_env, run_local_module
 
 pytestmark = pytest.mark.slow
 
@@ -35,19 +35,7 @@ ADDED_LINES = {
 
 
 def run_module(args: dict, *flags: str) -> tuple[int, dict]:
-    """Run the module with ad-hoc `ansible`; returns (rc, the host's result)."""
-    proc = subprocess.run(
-        [str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-m", MODULE,
-         "-a", json.dumps(args), *flags],
-        env=ansible_env(ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-                        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
-        capture_output=True, text=True, check=False,
-    )
-    try:
-        report = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"no JSON from ansible (rc {proc.returncode}): {proc.stdout}{proc.stderr}")
-    return proc.returncode, report["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return run_local_module(MODULE, args, *flags, interpreter=None)
 
 
 def snapshot(pkg: Path) -> dict:

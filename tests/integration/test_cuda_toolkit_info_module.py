@@ -7,32 +7,21 @@ from __future__ import annotations
 
 import hashlib
 import http.server
-import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, VENV_BIN, ansible_env
+from conftest import ROOT, run_local_module
 
 MODULE = "blackwell.sglang.cuda_toolkit_info"
 
 
 def run_module(args: dict, *flags: str) -> tuple[int, dict]:
-    proc = subprocess.run(
-        [str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-m", MODULE, "-a", json.dumps(args), *flags],
-        env=ansible_env(ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-                        ANSIBLE_PYTHON_INTERPRETER=sys.executable),
-        capture_output=True, text=True, check=False)
-    try:
-        report = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"no JSON from ansible (rc {proc.returncode}): {proc.stdout}{proc.stderr}")
-    return proc.returncode, report["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return run_local_module(MODULE, args, *flags)
 
 
 @pytest.fixture(scope="module")

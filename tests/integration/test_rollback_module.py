@@ -1,0 +1,94 @@
+"""blackwell.sglang.sglang_rollback through Ansible on localhost: what each state reports and
+writes, check mode writing nothing, and a record this collection did not write refused by name."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import run_local_module
+
+MODULE = "blackwell.sglang.sglang_rollback"
+
+
+def run_module(args: dict, *flags: str) -> tuple[int, dict]:
+    return run_local_module(MODULE, args, *flags)
+
+
+def tree(path) -> dict:
+    """Every file under PATH with its content, mode and link target."""
+    found = {}
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            full = os.path.join(root, name)
+            st = os.lstat(full)
+            found[full] = (os.readlink(full) if os.path.islink(full)
+                           else open(full, "rb").read() if os.path.isfile(full) else None, st.st_mode)
+    return found
+
+
+@pytest.fixture
+def node(tmp_path):
+    (tmp_path / "releases" / "old").mkdir(parents=True)
+    (tmp_path / "releases" / "new").mkdir()
+    (tmp_path / "current").symlink_to(tmp_path / "releases" / "old")
+    (tmp_path / "unit").write_text("old unit\n")
+    return {"root": tmp_path, "record": str(tmp_path / "state" / "rollback"),
+            "save": {"state": "saved", "path": str(tmp_path / "state" / "rollback"),
+                     "link": str(tmp_path / "current"), "files": [str(tmp_path / "unit"), str(tmp_path / "tp")]}}
+
+
+def switch(node) -> None:
+    root = node["root"]
+    (root / "current").unlink()
+    (root / "current").symlink_to(root / "releases" / "new")
+    (root / "unit").write_text("new unit\n")
+    (root / "tp").write_text("8\n")
+
+
+def test_each_state_in_check_mode_reports_and_writes_nothing(node):
+    before = tree(node["root"])
+    rc, res = run_module(node["save"], "--check")
+    assert (rc, res["changed"], res["kept"]) == (0, True, False), res
+    assert res["record"]["release"] == str(node["root"] / "releases" / "old")
+    assert tree(node["root"]) == before
+    assert run_module(node["save"])[1]["changed"] is True
+    switch(node)
+    before = tree(node["root"])
+    rc, res = run_module({"state": "restored", "path": node["record"]}, "--check")
+    assert (rc, res["changed"]) == (0, True)
+    assert res["restored"] == {"release": str(node["root"] / "releases" / "old"), "files": [str(node["root"] / "unit")],
+                               "remove": [str(node["root"] / "tp")]}
+    rc, res = run_module({"state": "absent", "path": node["record"]}, "--check")
+    assert (rc, res["changed"]) == (0, True)
+    assert res["msg"].startswith(f"a rollout that did not finish left its rollback record {node['record']} (saved ")
+    assert tree(node["root"]) == before
+
+
+def test_a_kept_record_warns_then_restores_and_goes(node):
+    assert run_module(node["save"])[1]["changed"] is True
+    switch(node)
+    rc, res = run_module(node["save"])
+    assert (rc, res["changed"], res["kept"]) == (0, False, True)
+    assert "holds the rollback record of a rollout that did not finish" in res["warnings"][0]
+    rc, res = run_module({"state": "restored", "path": node["record"]})
+    assert (rc, res["changed"]) == (0, True)
+    assert os.readlink(node["root"] / "current") == str(node["root"] / "releases" / "old")
+    assert (node["root"] / "unit").read_text() == "old unit\n" and not (node["root"] / "tp").exists()
+    assert run_module({"state": "restored", "path": node["record"]})[1]["changed"] is False
+    rc, res = run_module({"state": "absent", "path": node["record"]})
+    assert (rc, res["changed"]) == (0, True) and not os.path.exists(node["record"])
+    assert run_module({"state": "absent", "path": node["record"]})[1]["changed"] is False
+    assert run_module({"state": "restored", "path": node["record"]})[1]["restored"] == {
+        "release": "", "files": [], "remove": []}
+
+
+def test_a_record_not_written_by_this_collection_is_refused_by_name(node):
+    os.makedirs(node["record"])
+    with open(os.path.join(node["record"], "record.json"), "w") as handle:
+        handle.write("{not json")
+    rc, res = run_module({"state": "restored", "path": node["record"]})
+    assert rc == 2
+    assert res["msg"].startswith(f"sglang_rollback: the rollback record {node['record']}/record.json is not JSON: ")
+    assert run_module({"state": "saved", "path": node["record"]})[1]["msg"] == \
+        "state is saved but all of the following are missing: link"
