@@ -60,3 +60,32 @@ def path_state(path):
     elif stat.S_ISREG(st.st_mode):
         result["checksum"] = sha1(path)
     return result
+
+
+def venv_of_command(argv0):
+    """The venv (real path) whose interpreter ARGV0 names, '' when it names none: a process
+    started as ``<venv>/bin/python``."""
+    bindir = os.path.dirname(argv0)
+    if os.path.basename(bindir) == "bin" and os.path.isfile(os.path.join(bindir, "..", "pyvenv.cfg")):
+        return os.path.realpath(os.path.dirname(bindir))
+    return ""
+
+
+def command_of(pid):
+    """The first word of process PID's command line; '' when it cannot be read (gone, a kernel thread)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            return handle.read().split(b"\0")[0].decode("utf-8", "replace")
+    except (IOError, OSError):
+        return ""
+
+
+def running_venvs(proc="/proc"):
+    """The venvs (real paths) whose interpreter some process on the node runs."""
+    found = set()
+    for entry in os.listdir(proc):
+        if entry.isdigit():
+            venv = venv_of_command(command_of(int(entry)))
+            if venv:
+                found.add(venv)
+    return found

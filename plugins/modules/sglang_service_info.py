@@ -219,6 +219,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
 from ansible.module_utils.urls import open_url
+from ansible_collections.blackwell.sglang.plugins.module_utils import file_state
 from ansible_collections.blackwell.sglang.plugins.module_utils.systemd_unit import PROPERTIES, engine_phase, parse_show, summarise
 
 
@@ -235,16 +236,7 @@ def _mtimes(patterns):
 
 def _release(link, main_pid):
     linked = os.path.realpath(link) if os.path.islink(link) else ""
-    running = ""
-    if main_pid:
-        try:
-            with open("/proc/%d/cmdline" % main_pid, "rb") as handle:
-                argv0 = handle.read().split(b"\0")[0].decode("utf-8", "replace")
-        except (IOError, OSError):
-            argv0 = ""
-        bindir = os.path.dirname(argv0)
-        if os.path.basename(bindir) == "bin" and os.path.isfile(os.path.join(bindir, "..", "pyvenv.cfg")):
-            running = os.path.realpath(os.path.dirname(bindir))
+    running = file_state.venv_of_command(file_state.command_of(main_pid)) if main_pid else ""
     return {"linked": linked, "running": running}
 
 

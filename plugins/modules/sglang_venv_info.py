@@ -68,6 +68,12 @@ options:
       - A directory of releases, one venv per subdirectory; its subdirectories are listed in
         RV(releases), newest first.
     type: path
+  rollback_record:
+    description:
+      - The rollback record of a rollout (M(blackwell.sglang.sglang_rollback)) whose release
+        RV(releases) marks as C(rollback_target).
+    type: path
+    default: /var/lib/blackwell-sglang/rollback
   user:
     description:
       - An account (the service account) to report on in RV(user), so the caller can skip an
@@ -193,12 +199,15 @@ server_flags_error:
   type: str
 releases:
   description: >-
-    The subdirectories of O(releases) (not links), newest modification first: C(path), C(name)
-    and C(mtime) (seconds since the epoch). Empty when the directory does not exist.
+    The subdirectories of O(releases) (not links), newest modification first: C(path), C(name),
+    C(mtime) (seconds since the epoch), C(running) (a process on the node runs the release's
+    interpreter) and C(rollback_target) (the rollback record at O(rollback_record) names it).
+    Empty when the directory does not exist.
   returned: when O(releases) is set
   type: list
   elements: dict
-  sample: [{"path": "/opt/sglang/releases/0.5.23", "name": "0.5.23", "mtime": 1796000000.0}]
+  sample: [{"path": "/opt/sglang/releases/0.5.23", "name": "0.5.23", "mtime": 1796000000.0, "running": true,
+            "rollback_target": false}]
 uv_venv_exists:
   description: Whether O(uv_venv) holds a C(pyvenv.cfg).
   returned: when O(uv_venv) is set
@@ -235,7 +244,7 @@ import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils import file_state
+from ansible_collections.blackwell.sglang.plugins.module_utils import file_state, rollback_record
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_server_args import ReleaseScanError, scan_release
 
 COMMUNICATOR = "srt/distributed/device_communicators/torch_symm_mem.py"
@@ -273,12 +282,18 @@ def _version(dist_info):
     return match.group(1) if match else ""
 
 
-def _releases(directory):
+def _releases(directory, record_path):
     found = []
     try:
         names = os.listdir(directory)
     except OSError:
         return found
+    running = file_state.running_venvs()
+    try:
+        record = rollback_record.read(record_path) or {}
+    except rollback_record.RecordError:
+        record = {}
+    target = record.get("release") or ""
     for name in names:
         path = os.path.join(directory, name)
         try:
@@ -286,7 +301,9 @@ def _releases(directory):
         except OSError:
             continue
         if stat.S_ISDIR(st.st_mode):
-            found.append({"path": path, "name": name, "mtime": st.st_mtime})
+            found.append({"path": path, "name": name, "mtime": st.st_mtime,
+                          "running": os.path.realpath(path) in running,
+                          "rollback_target": bool(target) and os.path.realpath(path) == os.path.realpath(target)})
     return sorted(found, key=lambda r: (r["mtime"], r["name"]), reverse=True)
 
 
@@ -317,7 +334,7 @@ def _server_flags(package):
 
 
 def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None, user=None, group=None, contents=(),
-              server_flags=False):
+              server_flags=False, rollback_path=rollback_record.DEFAULT_PATH):
     """Everything the roles need to know about the venv; reads files only."""
     site_dirs = _site_packages(venv)
     dists = _dist_infos(site_dirs, "sglang")
@@ -348,7 +365,7 @@ def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None, user=Non
     if server_flags:
         result["server_flags"], result["server_flags_error"] = _server_flags(package)
     if releases:
-        result["releases"] = _releases(releases)
+        result["releases"] = _releases(releases, rollback_path)
     if user:
         result["user"] = _account(user)
     if group:
@@ -368,12 +385,14 @@ def main():
             group=dict(type="str"),
             contents=dict(type="list", elements="path", default=[]),
             server_flags=dict(type="bool", default=False),
+            rollback_record=dict(type="path", default=rollback_record.DEFAULT_PATH),
         ),
         supports_check_mode=True,
     )
     info = venv_info(module.params["venv"], module.params["python"], module.params["uv_venv"],
                      module.params["paths"], module.params["releases"], module.params["user"],
-                     module.params["group"], module.params["contents"], module.params["server_flags"])
+                     module.params["group"], module.params["contents"], module.params["server_flags"],
+                     module.params["rollback_record"])
     module.exit_json(changed=False, **info)
 
 

@@ -15,10 +15,9 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
 from sglang_wheels import BEFORE_SYMM_MEM, install_tree, wheel
 
-from conftest import VENV_BIN, ansible_env
+from conftest import VENV_BIN, ansible_env, run_local_module
 
 MODULE = "blackwell.sglang.sglang_venv_info"
 PY = "python3.11"
@@ -26,18 +25,7 @@ TORCH_VERSION_PY = "__version__ = '2.9.1+cu130'\ncuda: Optional[str] = '13.0'\n"
 
 
 def run_module(args: dict, *flags: str) -> tuple[int, dict]:
-    proc = subprocess.run(
-        [str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-m", MODULE,
-         "-a", json.dumps(args), *flags],
-        env=ansible_env(ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-                        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-                        ANSIBLE_PYTHON_INTERPRETER=sys.executable),
-        capture_output=True, text=True, check=False)
-    try:
-        report = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"no JSON from ansible (rc {proc.returncode}): {proc.stdout}{proc.stderr}")
-    return proc.returncode, report["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return run_local_module(MODULE, args, *flags)
 
 
 def venv_with(tmp_path: Path, version: str | None, torch: bool = False) -> Path:
@@ -161,18 +149,33 @@ def test_a_regular_file_has_the_checksum_copy_and_template_compare(tmp_path):
 
 def test_releases_newest_first_and_the_link_with_its_target(tmp_path):
     """The release layout: subdirectories newest first (a file and a link among them are not
-    releases), and the active-release link reported as a link, with its target as written."""
+    releases), the one a process runs from and the one the rollback record names marked, and the
+    active-release link reported as a link, with its target as written."""
     releases = tmp_path / "releases"
     for name, mtime in (("0.5.8", 1000), ("0.5.23", 3000), ("0.5.18", 2000)):
-        (releases / name).mkdir(parents=True)
+        (releases / name / "bin").mkdir(parents=True)
+    # 0.5.23 is a venv whose interpreter runs while the module reads.
+    (releases / "0.5.23" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (releases / "0.5.23" / "bin" / "python").symlink_to(sys.executable)
+    record = tmp_path / "rollback"
+    record.mkdir()
+    (record / "record.json").write_text(json.dumps({"format": 1, "release": str(releases / "0.5.8"), "files": []}))
+    for name, mtime in (("0.5.8", 1000), ("0.5.23", 3000), ("0.5.18", 2000)):
         os.utime(releases / name, (mtime, mtime))
     (releases / "notes.txt").write_text("not a release\n")
     (releases / "latest").symlink_to(releases / "0.5.23")
     current = tmp_path / "current"
     current.symlink_to(releases / "0.5.18")
-    rc, res = run_module({"venv": str(releases / "0.5.18"), "paths": [str(current)], "releases": str(releases)})
+    server = subprocess.Popen([str(releases / "0.5.23" / "bin" / "python"), "-c", "import time; time.sleep(60)"])
+    try:
+        rc, res = run_module({"venv": str(releases / "0.5.18"), "paths": [str(current)], "releases": str(releases),
+                              "rollback_record": str(record)})
+    finally:
+        server.kill()
+        server.wait()
     assert rc == 0, res
-    assert res["releases"] == [{"path": str(releases / name), "name": name, "mtime": float(mtime)}
+    assert res["releases"] == [{"path": str(releases / name), "name": name, "mtime": float(mtime),
+                                "running": name == "0.5.23", "rollback_target": name == "0.5.8"}
                                for name, mtime in (("0.5.23", 3000), ("0.5.18", 2000), ("0.5.8", 1000))]
     me = pwd.getpwuid(os.getuid()).pw_name
     group = grp.getgrgid(os.getgid()).gr_name
