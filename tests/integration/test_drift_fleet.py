@@ -19,12 +19,15 @@ it is what the link can be switched back to. Then:
   after;
 - a converge repairs all four and the report is clean again;
 - then the newer drift kinds, a preflight failure, a failed batch, the 0.5.23 release's crash
-  policy outcomes, and fresh and broken nodes, each with its exact verdicts.
+  policy outcomes, a rollback to what a killed run's rollback record kept, and fresh and broken
+  nodes, each with its exact verdicts.
 """
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 
 import pytest
@@ -48,7 +51,12 @@ TAMPERS = {
     1: (REINSTALL,
         [("sglang_sm120_patch : Patch SGLang's capability dicts for the node's GPUs [capability 12]",
           # The report shortens the reason (it names both patched files) to its width.
-          f"content of {PATCHED} would change (+6 -0 lines)...")]),
+          f"content of {PATCHED} would change (+6 -0 lines)..."),
+         # The server runs the packages it started with, which the reinstall replaced.
+         ("sglang_service : Restart sglang to load what changed under it, or to recover its health",
+          drift._short("restart sglang: changed after the server started: "
+                       "/opt/sglang/current/lib/python3.11/site-packages, "
+                       "/opt/sglang/current/lib/python3.11/site-packages/sglang-0.5.8.dist-info"))]),
     2: ("sed -i 's/^TimeoutStopSec=.*/TimeoutStopSec=5/' /etc/systemd/system/sglang.service",
         [("sglang_service : Write the systemd unit",
           "content of /etc/systemd/system/sglang.service would change (+1 -1 lines)"),
@@ -531,6 +539,84 @@ def test_an_upgrade_the_engine_refuses_is_rolled_back_and_the_next_batch_never_t
     assert "sglang_service : Point the active-release link at the release to deploy" in [entry[0] for entry in drifted]
 
 
+RECORD = "/var/lib/blackwell-sglang/rollback"
+SWITCH_TASK = "TASK [blackwell.sglang.sglang_service : Point the active-release link at the release to deploy]"
+
+
+def converge_killed_after_the_switch(fleet, env: dict) -> str:
+    """A converge of node 1, killed (with its SSH connections) as soon as it has reported the
+    active-release link switched, so before any restart; its output up to then."""
+    run = subprocess.Popen(["ansible-playbook", "-i", str(fleet["inventory"]), str(PLAYBOOK), "--limit", node(1)],
+                           cwd=ROOT, env={**fleet["env"], **env}, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    seen, at_switch = [], False
+    try:
+        for line in run.stdout:
+            seen.append(line)
+            at_switch = at_switch or line.startswith(SWITCH_TASK)
+            if at_switch and line.startswith(f"changed: [{node(1)}]"):
+                os.killpg(run.pid, signal.SIGKILL)
+                break
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    output = "".join(seen)
+    assert at_switch and seen[-1].startswith("changed:"), output[-5000:]
+    return output
+
+
+def test_a_run_killed_after_the_switch_is_rolled_back_by_the_next_failed_gate(fleet):
+    """Node 1 serves 0.5.8 (0.5.23 is installed beside it). A converge to 0.5.23 is killed right
+    after it switched the link, before the restart: the rollback record it wrote first is left,
+    root's. A check reports the record, and changes nothing; keep_releases 1 is refused while
+    the server runs 0.5.8 and the record names it. Then a converge with the stand-in refusing
+    0.5.23 restarts onto the link's 0.5.23, fails its gate and goes back to what the record
+    kept, though this run switched nothing: the link, the unit, the engine on 0.5.8, serving,
+    the record gone."""
+    upgrade = {"LAB_SGLANG_VERSION": "0.5.23", "LAB_CRASH_POLICY": "warn"}
+    unit = on_node(1, "sha256sum /etc/systemd/system/sglang.service")
+    started = launches(1)
+    converge_killed_after_the_switch(fleet, upgrade)
+    # The task the kill cut short may still be running on the node, its connection gone.
+    on_node(1, "for i in $(seq 60); do pgrep -f '[A]nsiballZ|[B]ECOME-SUCCESS' >/dev/null || exit 0; sleep 0.5; done; exit 1")
+    assert on_node(1, "readlink /opt/sglang/current").strip() == "/opt/sglang/releases/0.5.23"
+    assert on_node(1, f"stat -c '%U %a' {RECORD} {RECORD}/record.json").split() == ["root", "700", "root", "600"]
+    record = json.loads(on_node(1, f"cat {RECORD}/record.json"))
+    assert record["release"] == "/opt/sglang/releases/0.5.8"
+    assert launches(1) == started
+    before = on_node(1, SNAPSHOT + f"find {RECORD} -type f -print0 | sort -z | xargs -0 sha256sum")
+
+    check = converge(fleet, "--check", "-v", "--limit", node(1), env=upgrade)
+    assert check.returncode == 0, check.stdout[-5000:]
+    assert (f"a rollout that did not finish left its rollback record {RECORD} (saved {record['saved']}, back to "
+            "/opt/sglang/releases/0.5.8)") in check.stdout, check.stdout[-5000:]
+    refused = converge(fleet, "--limit", node(1), "-e", "sglang_install_keep_releases=1", env=upgrade)
+    assert refused.returncode == 2, refused.stdout[-5000:]
+    assert ("sglang_install_keep_releases must be at least 2 while a service uses these releases "
+            "(/opt/sglang/releases/0.5.8 (running), /opt/sglang/releases/0.5.8 (the rollback target)): a "
+            "rollback needs the release it goes back to beside the one installed") in refused.stdout, refused.stdout[-5000:]
+    assert on_node(1, SNAPSHOT + f"find {RECORD} -type f -print0 | sort -z | xargs -0 sha256sum") == before
+
+    on_node(1, f"echo '{REFUSE_0_5_23}' >{STANDIN_CONFIG}")
+    try:
+        run = converge(fleet, "--limit", node(1), env=upgrade)
+    finally:
+        on_node(1, f"echo '{SERVE}' >{STANDIN_CONFIG}")
+    assert run.returncode == 2, run.stdout[-5000:]
+    # Ansible wraps a warning to the terminal's width.
+    assert "holds the rollback record of a rollout that did not finish" in " ".join(run.stdout.split()), run.stdout[-5000:]
+    assert ("(/health: no answer) after the switch to /opt/sglang/releases/0.5.23 and a change of its unit; "
+            "rolled back to the previous release /opt/sglang/releases/0.5.8 with its previous unit, which answers "
+            "/health again: the node serves what it served before.") in run.stdout, run.stdout[-5000:]
+    assert on_node(1, "readlink /opt/sglang/current").strip() == "/opt/sglang/releases/0.5.8"
+    assert on_node(1, "sha256sum /etc/systemd/system/sglang.service") == unit
+    tried = [json.loads(line) for line in on_node(1, f"tail -n +{started + 1} /var/lib/sglang-standin/launches.jsonl").splitlines()]
+    assert [(launch["sglang_version"], launch["mode"]) for launch in tried] == [("0.5.23", "refused")] * 3 + [("0.5.8", "serve")]
+    assert on_node(1, HEALTH).strip() == "200"
+    assert on_node(1, f"test -e {RECORD} && echo left || echo gone").strip() == "gone"
+
+
 def test_a_lost_gpu_does_not_shrink_the_tensor_parallel_size(fleet):
     """Node 2's nvidia-smi lists 7 of its 8 GPUs (a copy of its recording without the last): the
     TP size, taken from the GPU count, was 8 at deploy, so the converge refuses before writing
@@ -635,7 +721,7 @@ def test_fresh_and_broken_nodes_report_drift_never_a_failure(fleet):
 
 # Every path the roles put on a node besides what apt installed, and the account.
 OURS = ("/opt/sglang /etc/sglang /etc/systemd/system/sglang.service /etc/systemd/system/sglang.service.d "
-        "/usr/local/lib/blackwell-sglang /var/lib/sglang")
+        "/usr/local/lib/blackwell-sglang /var/lib/sglang /var/lib/blackwell-sglang")
 LEFT = f"""
 for p in {OURS}; do [ -e "$p" ] && find "$p" -printf '%p %m %s %T@\\n'; done
 getent passwd sglang || true
