@@ -604,8 +604,8 @@ def test_a_run_killed_after_the_switch_is_rolled_back_by_the_next_failed_gate(fl
     finally:
         on_node(1, f"echo '{SERVE}' >{STANDIN_CONFIG}")
     assert run.returncode == 2, run.stdout[-5000:]
-    # Ansible wraps a warning to the terminal's width.
-    assert "holds the rollback record of a rollout that did not finish" in " ".join(run.stdout.split()), run.stdout[-5000:]
+    # The module's warning: on standard error, wrapped to the terminal's width.
+    assert "holds the rollback record of a rollout that did not finish" in " ".join(run.stderr.split()), run.stderr[-5000:]
     assert ("(/health: no answer) after the switch to /opt/sglang/releases/0.5.23 and a change of its unit; "
             "rolled back to the previous release /opt/sglang/releases/0.5.8 with its previous unit, which answers "
             "/health again: the node serves what it served before.") in run.stdout, run.stdout[-5000:]
