@@ -252,9 +252,11 @@ def test_gpus_that_cannot_all_reduce_stop_the_restart_and_put_the_unit_back(node
     assert message.startswith("the NCCL all-reduce did not finish within 5 s and was killed (a hang). Likely causes: ")
     assert message.endswith("sglang was not restarted.")
     assert ("('Fail the host when its GPUs cannot all-reduce' failed; sglang.service was not restarted, and "
-            "the link and files this run had changed before were put back where they existed before it)"
+            "the link and files were put back as the rollback record kept them)"
             in " ".join((proc.stdout + proc.stderr).split()))
-    assert "TASK [blackwell.sglang.sglang_service : Put back the unit, its secrets file, the launcher and the TP record]" in proc.stdout
+    assert ("TASK [blackwell.sglang.sglang_service : Put back the release, unit, secrets file, launcher and TP record "
+            "the node served with]") in proc.stdout
+    assert host.run("test -e /var/lib/blackwell-sglang/rollback").rc == 1
     assert host.check_output("systemctl show -p MainPID --value sglang.service") == pid
     after = _state(host)
     # Contents and launches as before; the unit was written and put back, so its mtime moved.
