@@ -91,6 +91,7 @@ TABLE = {
     "sglang_service_cuda_home": "path",
     "sglang_service_env_file": "path",
     "sglang_service_writable_paths": "lines",
+    "sglang_service_user_home": "path",
     "sglang_service_user": "account",
     "sglang_service_group": "account",
     "sglang_service_limit_stack": "line",

@@ -26,7 +26,7 @@ COMMON_HEAD = [
 ]
 EAGLE3_AND_EXTRA = [
     "--speculative-algorithm", "EAGLE3",
-    "--speculative-draft-model-path", "/models/Kimi-K2.5-eagle3",
+    "--speculative-draft-model-path", "/var/lib/sglang/models/Kimi-K2.5-eagle3",
     "--speculative-num-steps", "3",
     "--speculative-eagle-topk", "1",
     "--speculative-num-draft-tokens", "4",

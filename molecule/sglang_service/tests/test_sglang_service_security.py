@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -194,6 +195,69 @@ def test_engine_runs_sandboxed_and_healthy(node):
     assert records(host, HEALTHY), "the stand-in never answered /health under the sandboxed unit"
     health = host.run("python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/health').status)\"")
     assert health.stdout.strip() == "200", health.stderr
+
+
+HF_HOME = "/var/lib/sglang/.cache/huggingface"
+DRAFT_MODEL = "/var/lib/sglang/models/Kimi-K2.5-eagle3"
+
+
+def _write_as_the_engine(name, pid, path):
+    """Make path's directory and write path as the service account, in the engine's own mount
+    namespace: what the engine itself could do. Entering another process's namespace needs
+    ptrace rights, which only a privileged exec into the node has; nsenter drops them with root."""
+    script = 'mkdir -p "$(dirname "$0")" && echo "print(1)" >"$0"'
+    enter = 'exec nsenter -t "$0" -m -S "$(id -u sglang)" -G "$(id -g sglang)" -- sh -c "$1" "$2"'
+    return subprocess.run(["podman", "exec", "--privileged", name, "sh", "-c", enter, pid, script, path],
+                          capture_output=True, text=True, check=False)
+
+
+def test_engine_cannot_write_the_code_of_its_next_start(node):
+    """The modules trust_remote_code imports go to the private /tmp; the Hugging Face home and the
+    model directories are read-only to the engine, though the home around them is writable."""
+    name, host = node
+    pid = _main_pid(host)
+    environ = records(host, LAUNCHES)[-1]["environ"]
+    assert (environ["HF_MODULES_CACHE"], environ["HF_HUB_OFFLINE"]) == ("/tmp/hf_modules", "1")
+    home = host.file(HF_HOME)
+    assert (home.is_directory, home.user, home.group, home.mode) == (True, "sglang", "sglang", 0o750)
+    mounts = {}
+    for line in host.check_output("cat /proc/%s/mountinfo", pid).splitlines():
+        fields = line.split()
+        mounts[fields[4]] = fields[5].split(",")
+    # Inside the writable home, each a read-only mount of its own (the model under /models is on
+    # the read-only system already, where systemd adds no mount).
+    for path in (HF_HOME, DRAFT_MODEL):
+        assert "ro" in mounts.get(path, []), (path, sorted(mounts))
+    for path in (HF_HOME + "/modules/transformers_modules/kimi/modeling.py",
+                 HF_HOME + "/hub/models--moonshotai--Kimi-K2.5/snapshots/main/modeling.py",
+                 "/models/Kimi-K2.5/modeling_extra.py", DRAFT_MODEL + "/modeling_extra.py"):
+        result = _write_as_the_engine(name, pid, path)
+        assert result.returncode != 0 and "Read-only file system" in result.stderr, (path, result.stderr)
+    # The same writer succeeds where the engine may write: the kernel caches and the private /tmp.
+    for path in ("/var/lib/sglang/.triton/cache/probe.py", "/tmp/hf_modules/transformers_modules/probe.py"):
+        result = _write_as_the_engine(name, pid, path)
+        assert result.returncode == 0, (path, result.stderr)
+    host.run("rm -rf /var/lib/sglang/.triton")
+    assert host.run("test -e %s", HF_HOME + "/modules").rc == 1
+
+
+def test_a_missing_hugging_face_home_is_drift_and_made_again():
+    name = "sglang_service-old"
+    host = lab_host(name)
+    host.run("rm -rf %s", HF_HOME)
+    check = run_playbook(CONVERGE, "--check", "--limit", name)
+    assert check.returncode == 0, check.stdout[-5000:]
+    assert recap(check.stdout, name)["changed"] == 1
+    assert ("TASK [blackwell.sglang.sglang_service : Create the Hugging Face home the engine may only read]"
+            in check.stdout)
+    assert host.run("test -e %s", HF_HOME).rc == 1
+    converge = run_playbook(CONVERGE, "--limit", name)
+    assert converge.returncode == 0, converge.stdout[-5000:]
+    assert recap(converge.stdout, name)["changed"] == 1
+    home = host.file(HF_HOME)
+    assert (home.is_directory, home.user, home.mode) == (True, "sglang", 0o750)
+    again = run_playbook(CONVERGE, "--limit", name)
+    assert recap(again.stdout, name)["changed"] == 0, again.stdout[-5000:]
 
 
 def test_exposure_score_at_most_the_recorded_one(node):

@@ -1,0 +1,71 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+name: engine_sandbox
+short_description: What the SGLang engine may read but never write, so that it cannot change the code of its next start
+version_added: 0.1.0
+author:
+  - blackwell.sglang maintainers (@blackwell-sglang)
+description:
+  - Returns what C(blackwell.sglang.sglang_service) adds to its unit so that the engine cannot
+    write code it would load at its next start.
+  - The modules C(trust_remote_code) imports are copied into C(HF_MODULES_CACHE), set to a
+    directory of the unit's private C(/tmp), emptied whenever the service stops.
+  - Unless O(engine_downloads), the Hugging Face home (C(HF_HOME), else
+    C($XDG_CACHE_HOME/huggingface), else C(<home>/.cache/huggingface)) and any hub cache set
+    elsewhere in O(environment) are read-only to the engine and C(HF_HUB_OFFLINE=1) is set;
+    it serves what was staged before the restart.
+  - Every model path given as an absolute path is read-only to the engine; a repository id is
+    read from the hub cache.
+options:
+  _input:
+    description: The service account's home.
+    type: path
+    required: true
+  environment:
+    description: The environment the unit sets (C(sglang_service_environment)).
+    type: dict
+    required: true
+  model_paths:
+    description: The model and draft model paths (or repository ids) the engine loads.
+    type: list
+    elements: str
+    required: true
+  engine_downloads:
+    description: The engine may download from the hub at its start.
+    type: bool
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Read-only paths of the unit
+  ansible.builtin.debug:
+    msg: "{{ ('/var/lib/sglang' | blackwell.sglang.engine_sandbox({}, ['/models/kimi'], false)).read_only }}"
+"""
+
+RETURN = r"""
+_value:
+  description: >-
+    C(environment) (the variables the unit sets), C(read_only) (ReadOnlyPaths, in order) and
+    C(hf_home) (the Hugging Face home the role makes where it is missing; empty with
+    O(engine_downloads)).
+  type: dict
+"""
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sandbox import engine_sandbox as _engine_sandbox
+
+
+def engine_sandbox(home, environment, model_paths, engine_downloads):
+    return _engine_sandbox(home, environment, model_paths, bool(engine_downloads))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"engine_sandbox": engine_sandbox}
