@@ -22,8 +22,14 @@ description:
     C($XDG_CACHE_HOME/huggingface), else C(<home>/.cache/huggingface)) and any hub cache set
     elsewhere in O(environment) are read-only to the engine and C(HF_HUB_OFFLINE=1) is set;
     it serves what was staged before the restart.
-  - Every model path given as an absolute path is read-only to the engine; a repository id is
-    read from the hub cache.
+  - Every model path given as an absolute path is read-only to the engine (a hub snapshot,
+    C(<cache>/models--<org>--<name>/snapshots/<revision>), with the blobs its links point to); a
+    repository id is read from the hub cache.
+  - Each directory between a writable path and a read-only path inside it is bound onto itself
+    (C(BindPaths)), since a mount point cannot be renamed or removed; so the engine cannot move the
+    read-only tree aside and put its own in its place for its next start.
+  - A writable path at or inside a read-only one would open it again; it is returned as a
+    problem, which C(blackwell.sglang.setting_problems) refuses.
 options:
   _input:
     description: The service account's home.
@@ -42,28 +48,34 @@ options:
     description: The engine may download from the hub at its start.
     type: bool
     required: true
+  writable_paths:
+    description: The paths the engine may write (C(sglang_service_writable_paths)).
+    type: list
+    elements: path
+    required: true
 """
 
 EXAMPLES = r"""
 - name: Read-only paths of the unit
   ansible.builtin.debug:
-    msg: "{{ ('/var/lib/sglang' | blackwell.sglang.engine_sandbox({}, ['/models/kimi'], false)).read_only }}"
+    msg: "{{ ('/var/lib/sglang' | blackwell.sglang.engine_sandbox({}, ['/models/kimi'], false, ['/var/lib/sglang'])).read_only }}"
 """
 
 RETURN = r"""
 _value:
   description: >-
-    C(environment) (the variables the unit sets), C(read_only) (ReadOnlyPaths, in order) and
-    C(hf_home) (the Hugging Face home the role makes where it is missing; empty with
-    O(engine_downloads)).
+    C(environment) (the variables the unit sets), C(read_only) (ReadOnlyPaths, in order),
+    C(pinned) (BindPaths, outermost first), C(hf_home) (the Hugging Face home the role makes
+    where it is missing; empty with O(engine_downloads)) and C(problems) (sentences naming a
+    writable path that would open a read-only one).
   type: dict
 """
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sandbox import engine_sandbox as _engine_sandbox
 
 
-def engine_sandbox(home, environment, model_paths, engine_downloads):
-    return _engine_sandbox(home, environment, model_paths, bool(engine_downloads))
+def engine_sandbox(home, environment, model_paths, engine_downloads, writable_paths):
+    return _engine_sandbox(home, environment, model_paths, bool(engine_downloads), list(writable_paths or []))
 
 
 class FilterModule(object):

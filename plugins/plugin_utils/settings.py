@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sandbox
+
 # What every line-oriented file forbids inside one value: a line break ends the line (the rest
 # becomes a line of its own: a new variable, a new unit key, a new requirement) and NUL ends
 # the string for whoever reads the file.
@@ -72,6 +74,8 @@ EAGLE3_FLAGS = {
 #   requirement  a list of requirement or constraint lines: none may be a pip option
 #   account      a user or group name
 #   launch_args  sglang_service_extra_args: argv words; none of the flags the role spells
+#   writable_paths  sglang_service_writable_paths: lines, none at or inside a path the engine
+#                may only read (blackwell.sglang.engine_sandbox)
 #   int:MIN      a whole number not below MIN; int:MIN:MAX within both bounds
 #   context      not judged itself: read by another row's judgement
 TABLE = {
@@ -90,8 +94,9 @@ TABLE = {
     "sglang_service_release_path": "line",
     "sglang_service_cuda_home": "path",
     "sglang_service_env_file": "path",
-    "sglang_service_writable_paths": "lines",
+    "sglang_service_writable_paths": "writable_paths",
     "sglang_service_user_home": "path",
+    "sglang_service_engine_downloads": "context",
     "sglang_service_user": "account",
     "sglang_service_group": "account",
     "sglang_service_limit_stack": "line",
@@ -242,7 +247,23 @@ def _check(name, kind, value, settings):
                 out.append(f"{name}: {str(key)!r} is not an environment variable name (letters, digits and _,"
                            " not starting with a digit).")
             out += _line(name, "" if value[key] is None else value[key], f"the value of {key}")
+            if (name == "sglang_service_environment" and key in sandbox.PATH_VARIABLES
+                    and value[key] not in (None, "") and not str(value[key]).startswith("/")):
+                out.append(f"{name}: {key} must be an absolute path, got {str(value[key])!r}: the engine's"
+                           " sandbox cannot keep a relative or ~ path read-only.")
         return out
+    if kind == "writable_paths":
+        out = _item_lines(name, value)
+        if out:
+            return out
+        home = settings.get("sglang_service_user_home") or settings.get("sglang_install_user_home") or "/var/lib/sglang"
+        environment = settings.get("sglang_service_environment")
+        models = [settings.get("sglang_service_model_path") or ""]
+        if _truthy(settings.get("sglang_service_eagle3_enabled", False)):
+            models.append(settings.get("sglang_service_eagle3_draft_model_path") or "")
+        return sandbox.engine_sandbox(home, environment if isinstance(environment, dict) else {}, models,
+                                      _truthy(settings.get("sglang_service_engine_downloads", False)),
+                                      _words(value))["problems"]
     if kind in ("path", "shell_path"):
         text = "" if value is None else str(value)
         out = _line(name, text)

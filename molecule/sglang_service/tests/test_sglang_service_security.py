@@ -201,14 +201,17 @@ HF_HOME = "/var/lib/sglang/.cache/huggingface"
 DRAFT_MODEL = "/var/lib/sglang/models/Kimi-K2.5-eagle3"
 
 
-def _write_as_the_engine(name, pid, path):
-    """Make path's directory and write path as the service account, in the engine's own mount
-    namespace: what the engine itself could do. Entering another process's namespace needs
-    ptrace rights, which only a privileged exec into the node has; nsenter drops them with root."""
-    script = 'mkdir -p "$(dirname "$0")" && echo "print(1)" >"$0"'
+def _as_the_engine(name, pid, script, path):
+    """Run script (path as $0) as the service account in the engine's own mount namespace: what
+    the engine itself could do. Entering another process's namespace needs ptrace rights, which
+    only a privileged exec into the node has; nsenter drops them with root."""
     enter = 'exec nsenter -t "$0" -m -S "$(id -u sglang)" -G "$(id -g sglang)" -- sh -c "$1" "$2"'
     return subprocess.run(["podman", "exec", "--privileged", name, "sh", "-c", enter, pid, script, path],
                           capture_output=True, text=True, check=False)
+
+
+def _write_as_the_engine(name, pid, path):
+    return _as_the_engine(name, pid, 'mkdir -p "$(dirname "$0")" && echo "print(1)" >"$0"', path)
 
 
 def test_engine_cannot_write_the_code_of_its_next_start(node):
@@ -233,11 +236,19 @@ def test_engine_cannot_write_the_code_of_its_next_start(node):
                  "/models/Kimi-K2.5/modeling_extra.py", DRAFT_MODEL + "/modeling_extra.py"):
         result = _write_as_the_engine(name, pid, path)
         assert result.returncode != 0 and "Read-only file system" in result.stderr, (path, result.stderr)
-    # The same writer succeeds where the engine may write: the kernel caches and the private /tmp.
-    for path in ("/var/lib/sglang/.triton/cache/probe.py", "/tmp/hf_modules/transformers_modules/probe.py"):
+    # Nor can it move the read-only trees aside to put its own in their place: each directory
+    # between them and the writable home is a mount point, which rename(2) refuses.
+    for path in ("/var/lib/sglang/.cache", "/var/lib/sglang/models", HF_HOME, DRAFT_MODEL):
+        result = _as_the_engine(name, pid, 'mv "$0" "$0.moved"', path)
+        assert result.returncode != 0 and "Device or resource busy" in result.stderr, (path, result.stderr)
+        assert host.file(path).is_directory and not host.file(path + ".moved").exists, path
+    # The same writer succeeds where the engine may write: the kernel caches, also beside the
+    # Hugging Face home, and the private /tmp.
+    for path in ("/var/lib/sglang/.triton/cache/probe.py", "/var/lib/sglang/.cache/flashinfer/probe.py",
+                 "/tmp/hf_modules/transformers_modules/probe.py"):
         result = _write_as_the_engine(name, pid, path)
         assert result.returncode == 0, (path, result.stderr)
-    host.run("rm -rf /var/lib/sglang/.triton")
+    host.run("rm -rf /var/lib/sglang/.triton /var/lib/sglang/.cache/flashinfer")
     assert host.run("test -e %s", HF_HOME + "/modules").rc == 1
 
 
