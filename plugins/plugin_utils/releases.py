@@ -1,11 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: blackwell.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which release directories a prune removes. Pure Python, no Ansible imports: the
-releases_to_prune filter calls it, the unit tests too."""
+"""What a release directory is called and which ones a prune removes. Pure Python, no Ansible
+imports: the release_name and releases_to_prune filters call it, the unit tests too."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import hashlib
+import json
 
 
 def _name(path):
@@ -23,3 +26,21 @@ def to_prune(found, keep, installed, active):
     room = max(int(keep) - len(counted), 0)
     others = [r for r in found if r["name"] not in counted]
     return [r["path"] for r in others[room:] if r["name"] not in spared]
+
+
+def release_name(version, extras, extra_packages, constraints, lock):
+    """The directory name of a release: VERSION for the plain request (``sglang==VERSION``, no
+    extras, extra packages, constraints or lock), else VERSION plus the first 10 hex digits of
+    the sha256 of the request, taken as the request files are written (the lists in their order,
+    the lock without its surrounding whitespace): whatever rewrites those files names another
+    directory, so a changed request is installed beside the running release, never inside it."""
+    request = {
+        "extras": [str(item) for item in extras or []],
+        "extra_packages": [str(item) for item in extra_packages or []],
+        "constraints": [str(item) for item in constraints or []],
+        "lock": str(lock or "").strip(),
+    }
+    if not any(request.values()):
+        return str(version)
+    digest = hashlib.sha256(json.dumps(request, sort_keys=True).encode("utf-8")).hexdigest()
+    return "%s-%s" % (version, digest[:10])

@@ -312,10 +312,10 @@ NEW_KINDS = {
         f"{UNTIL_503} && echo '{{\"mode\": \"serve\", \"health_delay\": 1.0}}' >/etc/sglang-standin/config.json && "
         "sleep 8",
         [(RESTART, "restart sglang: running but /health answered 503")]),
-    4: (None,
-        [("sglang_install : Write the install requirements",
-          "content of /opt/sglang/releases/0.5.8/blackwell-requirements.txt would change (+1 -0 lines)")]),
+    # Asserted on its own below: a new release directory, named for the changed request.
+    4: (None, None),
 }
+RELEASE_PATH = re.compile(r"/opt/sglang/releases/0\.5\.8-[0-9a-f]{10}")
 
 
 UNHEALTHY_AFTER = 8
@@ -335,12 +335,20 @@ def test_each_new_drift_kind_shows_on_exactly_its_node(fleet):
     for i, (_tamper, expected) in NEW_KINDS.items():
         host = report["hosts"][node(i)]
         assert host["status"] == "drift", node(i)
-        assert [(f["label"], f["reason"]) for f in host["drift"]] == expected, node(i)
-    # The install a changed request leads to is a command check mode cannot run: not judged.
-    assert "sglang_install : Install the pinned SGLang release 0.5.8" in not_judged(report["hosts"][node(4)])
+        if expected is not None:
+            assert [(f["label"], f["reason"]) for f in host["drift"]] == expected, node(i)
+    # A changed request is a release of its own: a venv beside the one that serves, nothing
+    # written into that one. Its install is a command check mode cannot run: not judged.
+    changed_request = report["hosts"][node(4)]
+    assert "sglang_install : Create the release's venv with uv" in [f["label"] for f in changed_request["drift"]]
+    assert [f["reason"] for f in changed_request["drift"] if RELEASE_PATH.search(f["reason"])], changed_request["drift"]
+    assert not [f for f in changed_request["drift"] if "/opt/sglang/releases/0.5.8/" in f["reason"]], changed_request["drift"]
+    assert "sglang_install : Install the pinned SGLang release 0.5.8" in not_judged(changed_request)
 
 
 def test_converge_repairs_the_new_drift_kinds(fleet):
+    serving = on_node(4, f"find {SITE_PACKAGES} -maxdepth 1 -printf '%f %T@\\n' | sort")
+    started = launches(4)
     try:
         repaired = converge(fleet, "-e", "sglang_rollout_serial=100%")
     finally:
@@ -349,7 +357,16 @@ def test_converge_repairs_the_new_drift_kinds(fleet):
     assert on_node(1, "ls /etc/systemd/system/sglang.service.d 2>/dev/null | wc -l").strip() == "0"
     assert on_node(3, "python3 -c \"import urllib.request as u; "
                       "print(u.urlopen('http://127.0.0.1:30000/health').status)\"").strip() == "200"
-    assert on_node(4, f"ls -d {SITE_PACKAGES}/uv-0.13.9.dist-info").strip() == f"{SITE_PACKAGES}/uv-0.13.9.dist-info"
+    # Node 4's changed request went into a release of its own, which the engine was restarted
+    # onto behind the gate; the release that served before stays beside it, untouched, to go back to.
+    release = on_node(4, "readlink /opt/sglang/current").strip()
+    assert RELEASE_PATH.fullmatch(release), release
+    assert sorted(on_node(4, "ls /opt/sglang/releases").split()) == ["0.5.8", release.rsplit("/", 1)[1]]
+    site = f"{release}/lib/python3.11/site-packages"
+    assert on_node(4, f"ls -d {site}/uv-0.13.9.dist-info").strip() == f"{site}/uv-0.13.9.dist-info"
+    assert on_node(4, f"find {SITE_PACKAGES} -maxdepth 1 -printf '%f %T@\\n' | sort") == serving
+    restarted = [json.loads(line) for line in on_node(4, f"tail -n +{started + 1} /var/lib/sglang-standin/launches.jsonl").splitlines()]
+    assert [launch["python"] for launch in restarted] == [f"{release}/bin/python"], restarted
     code, report, output = drift_report(fleet, "new-kinds-repaired")
     assert code == 0, output
 

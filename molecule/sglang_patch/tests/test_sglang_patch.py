@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -300,6 +301,15 @@ def lock(release):
     return f"sglang=={release} \\\n    --hash=sha256:{digest}\n"
 
 
+def locked_release(name, release):
+    """The directory name the active-release link of node name points at: release plus the
+    digest of a request beyond the bare version."""
+    target = node(name).check_output("readlink %s", VENV)
+    found = re.fullmatch(re.escape(RELEASES) + "/(" + re.escape(release) + "-[0-9a-f]{10})", target)
+    assert found, target
+    return found.group(1)
+
+
 def install_commands(report):
     return {
         host: result["cmd"]
@@ -324,10 +334,12 @@ def test_a_lock_that_pins_another_release_is_refused_before_any_change():
 def test_a_hash_locked_install_passes():
     changed, report = playbook("upgrade.yml", "-e", json.dumps(
         {"sglang_install_version": RELEASE_C, "sglang_install_requirements_lock": lock(RELEASE_C)}))
-    # Release C comes beside B; A, the oldest, goes (sglang_install_keep_releases: 2).
+    # Release C comes beside B; A, the oldest, goes (sglang_install_keep_releases: 2). A lock is a
+    # request beyond the version: its directory is named for it.
     assert changed == new_release(RELEASE_C, "blackwell.sglang.sglang_install : Remove releases beyond sglang_install_keep_releases")
     for name in (SM120, SM90):
-        assert sorted(node(name).check_output("ls %s", RELEASES).split()) == sorted([RELEASE_B, RELEASE_C])
+        locked = locked_release(name, RELEASE_C)
+        assert sorted(node(name).check_output("ls %s", RELEASES).split()) == sorted([RELEASE_B, locked])
     for name, argv in install_commands(report).items():
         assert "--require-hashes" in argv, (name, argv)
         # The wheelhouse reaches the installer through its sources file, not the command line.
@@ -357,18 +369,19 @@ def test_a_tampered_wheel_fails_the_hashes_and_leaves_the_install_untouched():
     finally:
         for name in (SM120, SM90):
             node(name).check_output("rm -rf %s", TAMPERED)
-    prefix = f"sglang_install: installing SGLang {RELEASE_B} into {RELEASES}/{RELEASE_B} failed: "
-    assert failures(report) == {
-        SM120: prefix + f"cause: Hash mismatch for `sglang=={RELEASE_B}`",
-        SM90: prefix + "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. If you have"
-                       " updated the package versions, please update the hashes. Otherwise, examine the package"
-                       " contents carefully; someone may have tampered with them.",
-    }
+    messages = failures(report)
+    prefix = re.escape(f"sglang_install: installing SGLang {RELEASE_B} into {RELEASES}/{RELEASE_B}") + "-[0-9a-f]{10}" + " failed: "
+    assert re.fullmatch(prefix + re.escape(f"cause: Hash mismatch for `sglang=={RELEASE_B}`"), messages[SM120]), messages
+    assert re.fullmatch(prefix + re.escape(
+        "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. If you have"
+        " updated the package versions, please update the hashes. Otherwise, examine the package"
+        " contents carefully; someone may have tampered with them."), messages[SM90]), messages
+    assert sorted(messages) == [SM90, SM120]
     assert {name: probe(name) for name in (SM120, SM90)} == before
     for name in (SM120, SM90):
         assert before[name]["version"] == RELEASE_C
         # The release directory the failed install made went with it.
-        assert node(name).check_output("ls %s", RELEASES).split() == [RELEASE_C]
+        assert node(name).check_output("ls %s", RELEASES).split() == [locked_release(name, RELEASE_C)]
 
 
 def test_index_credentials_stay_out_of_argv_and_output():
@@ -386,7 +399,7 @@ def test_index_credentials_stay_out_of_argv_and_output():
                            "sglang_install_extra_index_urls": [url]})],
         env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout[-20000:] + proc.stderr[-5000:]
-    # The install ran (the lock's request was replaced by the composed one) and was hidden.
+    # The install ran (the plain request is a release of its own, beside the locked one) and was hidden.
     assert f"Install the pinned SGLang release {RELEASE_C}" in proc.stdout
     assert "the output has been hidden" in proc.stdout
     assert secret not in proc.stdout + proc.stderr
@@ -394,4 +407,29 @@ def test_index_credentials_stay_out_of_argv_and_output():
                        (SM90, f"{VENV}/blackwell-sources.conf")):
         assert url in node(name).file(path).content_string, (name, path)
     for name in (SM120, SM90):
+        assert probe(name)["version"] == RELEASE_C
+
+
+def test_a_changed_request_for_the_installed_release_is_installed_beside_it():
+    """Release C runs from its plain request; one more package asked for with the same version is
+    a release of its own beside it, and the link is switched to it. The release that ran is
+    not touched: a rollback has it as it was."""
+    site = "lib/python3.11/site-packages"
+    serving = {}
+    for name in (SM120, SM90):
+        assert node(name).check_output("readlink %s", VENV) == f"{RELEASES}/{RELEASE_C}"
+        serving[name] = node(name).check_output(
+            "cd %s/%s && sha256sum blackwell-requirements.txt && find %s -maxdepth 1 -printf '%%f %%T@\\n' | sort",
+            RELEASES, RELEASE_C, site)
+    changed, _report = playbook("upgrade.yml", "-e", json.dumps(
+        {"sglang_install_version": RELEASE_C, "sglang_install_extra_packages": ["uv==0.13.9"]}))
+    assert changed == new_release(RELEASE_C, "blackwell.sglang.sglang_install : Remove releases beyond sglang_install_keep_releases")
+    for name in (SM120, SM90):
+        host = node(name)
+        widened = locked_release(name, RELEASE_C)
+        assert sorted(host.check_output("ls %s", RELEASES).split()) == sorted([RELEASE_C, widened]), name
+        assert host.file(f"{RELEASES}/{widened}/{site}/uv-0.13.9.dist-info").is_directory, name
+        assert host.check_output(
+            "cd %s/%s && sha256sum blackwell-requirements.txt && find %s -maxdepth 1 -printf '%%f %%T@\\n' | sort",
+            RELEASES, RELEASE_C, site) == serving[name]
         assert probe(name)["version"] == RELEASE_C
