@@ -376,7 +376,7 @@ def test_a_tampered_wheel_fails_the_hashes_and_leaves_the_install_untouched():
         "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. If you have"
         " updated the package versions, please update the hashes. Otherwise, examine the package"
         " contents carefully; someone may have tampered with them."), messages[SM90]), messages
-    assert sorted(messages) == [SM90, SM120]
+    assert set(messages) == {SM90, SM120}
     assert {name: probe(name) for name in (SM120, SM90)} == before
     for name in (SM120, SM90):
         assert before[name]["version"] == RELEASE_C
@@ -415,6 +415,8 @@ def test_a_changed_request_for_the_installed_release_is_installed_beside_it():
     a release of its own beside it, and the link is switched to it. The release that ran is
     not touched: a rollback has it as it was."""
     site = "lib/python3.11/site-packages"
+    # The sources as the scenario sets them again (the test before gave uv and C an index).
+    playbook("upgrade.yml", "-e", f"sglang_install_version={RELEASE_C}")
     serving = {}
     for name in (SM120, SM90):
         assert node(name).check_output("readlink %s", VENV) == f"{RELEASES}/{RELEASE_C}"
