@@ -39,10 +39,17 @@ options:
     description: The environment the unit sets (C(sglang_service_environment)).
     type: dict
     required: true
-  model_paths:
-    description: The model and draft model paths (or repository ids) the engine loads.
-    type: list
-    elements: str
+  model_path:
+    description: The model path or repository id the engine loads (C(sglang_service_model_path)).
+    type: str
+    required: true
+  draft_model_path:
+    description: EAGLE-3's draft model path or repository id (C(sglang_service_eagle3_draft_model_path)).
+    type: str
+    required: true
+  eagle3_enabled:
+    description: Whether the engine loads the draft model (C(sglang_service_eagle3_enabled)).
+    type: bool
     required: true
   engine_downloads:
     description: The engine may download from the hub at its start.
@@ -58,7 +65,7 @@ options:
 EXAMPLES = r"""
 - name: Read-only paths of the unit
   ansible.builtin.debug:
-    msg: "{{ ('/var/lib/sglang' | blackwell.sglang.engine_sandbox({}, ['/models/kimi'], false, ['/var/lib/sglang'])).read_only }}"
+    msg: "{{ ('/var/lib/sglang' | blackwell.sglang.engine_sandbox({}, '/models/kimi', '', false, false, ['/var/lib/sglang'])).read_only }}"
 """
 
 RETURN = r"""
@@ -74,8 +81,9 @@ _value:
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sandbox import engine_sandbox as _engine_sandbox
 
 
-def engine_sandbox(home, environment, model_paths, engine_downloads, writable_paths):
-    return _engine_sandbox(home, environment, model_paths, bool(engine_downloads), list(writable_paths or []))
+def engine_sandbox(home, environment, model_path, draft_model_path, eagle3_enabled, engine_downloads, writable_paths):
+    return _engine_sandbox(home, environment, str(model_path or ""), str(draft_model_path or ""), bool(eagle3_enabled),
+                           bool(engine_downloads), list(writable_paths or []))
 
 
 class FilterModule(object):

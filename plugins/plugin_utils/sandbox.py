@@ -50,8 +50,9 @@ def _ancestors(path, root):
     return [root.rstrip("/") + "/" + "/".join(parts[:i + 1]) for i in range(len(parts))]
 
 
-def engine_sandbox(home, environment, model_paths, engine_downloads, writable_paths):
-    """The unit's additions.
+def engine_sandbox(home, environment, model_path, draft_model_path, eagle3_enabled, engine_downloads,
+                   writable_paths):
+    """The unit's additions, for the model (and, with EAGLE-3 on, the draft model) the engine loads.
 
     ``environment``: variables set for the engine. ``read_only``: paths it may read, never write
     (ReadOnlyPaths). ``pinned``: each directory between a writable path and a read-only path
@@ -72,7 +73,8 @@ def engine_sandbox(home, environment, model_paths, engine_downloads, writable_pa
         read_only.append(home_dir)
         read_only.extend(_clean(environment[name]) for name in HUB_CACHE_VARIABLES
                          if str(environment.get(name) or "").startswith("/"))
-    for path in (_clean(p) for p in model_paths or []):
+    model_paths = [model_path] + ([draft_model_path] if eagle3_enabled else [])
+    for path in (_clean(p) for p in model_paths):
         # A repository id is read from the hub cache; a path is made read-only itself, and a hub
         # snapshot with the model's blobs its links point to.
         if path.startswith("/"):

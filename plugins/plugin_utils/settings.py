@@ -67,6 +67,7 @@ EAGLE3_FLAGS = {
 #                the format quotes)
 #   lines        a list of such values, one line or argv word each
 #   env          a mapping of environment variable names to values (unit Environment= lines)
+#   engine_env   env, whose Hugging Face paths (sandbox.PATH_VARIABLES) are absolute
 #   path         an absolute path, written unquoted into a unit or a sources file
 #   shell_path   an absolute path written unquoted into a shell script (profile.d)
 #   url          a URL in a whitespace-separated field (deb822 URIs, pip's index lists)
@@ -87,7 +88,7 @@ TABLE = {
     "sglang_service_eagle3_draft_model_path": "line",
     "sglang_service_extra_args": "launch_args",
     "sglang_service_eagle3_enabled": "context",
-    "sglang_service_environment": "env",
+    "sglang_service_environment": "engine_env",
     "sglang_service_nccl_smoke_environment": "env",
     "sglang_service_host": "line",
     "sglang_service_venv": "path",
@@ -238,7 +239,7 @@ def _check(name, kind, value, settings):
         return _item_lines(name, value)
     if kind == "launch_args":
         return _launch_args(name, value, _truthy(settings.get("sglang_service_eagle3_enabled", False)))
-    if kind == "env":
+    if kind in ("env", "engine_env"):
         if not isinstance(value, dict):
             return [f"{name}: must be a mapping of environment variable names to values."]
         out = []
@@ -247,7 +248,7 @@ def _check(name, kind, value, settings):
                 out.append(f"{name}: {str(key)!r} is not an environment variable name (letters, digits and _,"
                            " not starting with a digit).")
             out += _line(name, "" if value[key] is None else value[key], f"the value of {key}")
-            if (name == "sglang_service_environment" and key in sandbox.PATH_VARIABLES
+            if (kind == "engine_env" and key in sandbox.PATH_VARIABLES
                     and value[key] not in (None, "") and not str(value[key]).startswith("/")):
                 out.append(f"{name}: {key} must be an absolute path, got {str(value[key])!r}: the engine's"
                            " sandbox cannot keep a relative or ~ path read-only.")
@@ -258,10 +259,10 @@ def _check(name, kind, value, settings):
             return out
         home = settings.get("sglang_service_user_home") or settings.get("sglang_install_user_home") or "/var/lib/sglang"
         environment = settings.get("sglang_service_environment")
-        models = [settings.get("sglang_service_model_path") or ""]
-        if _truthy(settings.get("sglang_service_eagle3_enabled", False)):
-            models.append(settings.get("sglang_service_eagle3_draft_model_path") or "")
-        return sandbox.engine_sandbox(home, environment if isinstance(environment, dict) else {}, models,
+        return sandbox.engine_sandbox(home, environment if isinstance(environment, dict) else {},
+                                      str(settings.get("sglang_service_model_path") or ""),
+                                      str(settings.get("sglang_service_eagle3_draft_model_path") or ""),
+                                      _truthy(settings.get("sglang_service_eagle3_enabled", False)),
                                       _truthy(settings.get("sglang_service_engine_downloads", False)),
                                       _words(value))["problems"]
     if kind in ("path", "shell_path"):

@@ -9,7 +9,7 @@ HOME = "/var/lib/sglang"
 
 
 def test_default_home_is_read_only_pinned_and_the_engine_offline():
-    sandbox = engine_sandbox(HOME, {}, ["/models/kimi", "/var/lib/sglang/models/kimi-eagle3"], False, [HOME])
+    sandbox = engine_sandbox(HOME, {}, "/models/kimi", "/var/lib/sglang/models/kimi-eagle3", True, False, [HOME])
     assert sandbox == {
         "environment": {"HF_MODULES_CACHE": "/tmp/hf_modules", "HF_HUB_OFFLINE": "1"},
         "read_only": ["/var/lib/sglang/.cache/huggingface", "/models/kimi", "/var/lib/sglang/models/kimi-eagle3"],
@@ -30,31 +30,37 @@ def test_hf_home_follows_the_variables_the_libraries_read():
 def test_hub_caches_set_elsewhere_are_read_only_too_and_nested_ones_listed_once():
     env = {"HF_HOME": "/srv/hf", "HF_HUB_CACHE": "/data/hub", "TRANSFORMERS_CACHE": "/srv/hf/tf/",
            "NCCL_DEBUG": "INFO"}
-    sandbox = engine_sandbox(HOME, env, [], False, [HOME])
+    sandbox = engine_sandbox(HOME, env, "", "", False, False, [HOME])
     assert sandbox["read_only"] == ["/srv/hf", "/data/hub"]
     assert sandbox["pinned"] == []
 
 
 def test_a_hub_snapshot_guards_the_blobs_its_links_point_to():
     snapshot = "/data/hub/models--moonshotai--Kimi-K2.5/snapshots/0123abcd/"
-    sandbox = engine_sandbox(HOME, {}, [snapshot], True, [HOME, "/data"])
+    sandbox = engine_sandbox(HOME, {}, snapshot, "", False, True, [HOME, "/data"])
     assert sandbox["read_only"] == ["/data/hub/models--moonshotai--Kimi-K2.5"]
     assert sandbox["pinned"] == ["/data/hub"]
 
 
+def test_the_draft_model_counts_only_with_eagle3_on():
+    sandbox = engine_sandbox(HOME, {}, "/models/kimi", "/var/lib/sglang/models/kimi-eagle3", False, False, [HOME])
+    assert sandbox["read_only"] == ["/var/lib/sglang/.cache/huggingface", "/models/kimi"]
+    assert sandbox["pinned"] == ["/var/lib/sglang/.cache"]
+
+
 def test_a_repository_id_is_not_a_path():
-    sandbox = engine_sandbox(HOME, {}, ["moonshotai/Kimi-K2.5", ""], False, [HOME])
+    sandbox = engine_sandbox(HOME, {}, "moonshotai/Kimi-K2.5", "", True, False, [HOME])
     assert sandbox["read_only"] == ["/var/lib/sglang/.cache/huggingface"]
 
 
 def test_an_engine_that_downloads_keeps_its_hub_cache_but_not_the_modules():
-    sandbox = engine_sandbox(HOME, {}, ["moonshotai/Kimi-K2.5", "/models/draft"], True, [HOME])
+    sandbox = engine_sandbox(HOME, {}, "moonshotai/Kimi-K2.5", "/models/draft", True, True, [HOME])
     assert sandbox == {"environment": {"HF_MODULES_CACHE": "/tmp/hf_modules"},
                        "read_only": ["/models/draft"], "pinned": [], "hf_home": "", "problems": []}
 
 
 def test_a_writable_path_at_or_inside_a_read_only_one_is_a_problem():
-    sandbox = engine_sandbox(HOME, {}, ["/var/lib/sglang/models/kimi"], False,
+    sandbox = engine_sandbox(HOME, {}, "/var/lib/sglang/models/kimi", "", False, False,
                              [HOME, "/var/lib/sglang/.cache/huggingface", "/var/lib/sglang/models/kimi/cache"])
     assert sandbox["problems"] == [
         "sglang_service_writable_paths: /var/lib/sglang/.cache/huggingface lies inside "
