@@ -349,7 +349,8 @@ def test_each_new_drift_kind_shows_on_exactly_its_node(fleet):
 
 
 def test_converge_repairs_the_new_drift_kinds(fleet):
-    serving = on_node(4, f"find {SITE_PACKAGES} -maxdepth 1 -printf '%f %T@\\n' | sort")
+    entries = f"find {SITE_PACKAGES} -maxdepth 1 -printf '%f %T@\\n' | sort"
+    serving = on_node(4, entries)
     started = launches(4)
     try:
         repaired = converge(fleet, "-e", "sglang_rollout_serial=100%")
@@ -366,7 +367,7 @@ def test_converge_repairs_the_new_drift_kinds(fleet):
     assert sorted(on_node(4, "ls /opt/sglang/releases").split()) == ["0.5.8", release.rsplit("/", 1)[1]]
     site = f"{release}/lib/python3.11/site-packages"
     assert on_node(4, f"ls -d {site}/uv-0.13.9.dist-info").strip() == f"{site}/uv-0.13.9.dist-info"
-    assert on_node(4, f"find {SITE_PACKAGES} -maxdepth 1 -printf '%f %T@\\n' | sort") == serving
+    assert on_node(4, entries) == serving
     restarted = [json.loads(line) for line in on_node(4, f"tail -n +{started + 1} /var/lib/sglang-standin/launches.jsonl").splitlines()]
     assert [launch["python"] for launch in restarted] == [f"{release}/bin/python"], restarted
     code, report, output = drift_report(fleet, "new-kinds-repaired")

@@ -415,14 +415,14 @@ def test_a_changed_request_for_the_installed_release_is_installed_beside_it():
     a release of its own beside it, and the link is switched to it. The release that ran is
     not touched: a rollback has it as it was."""
     site = "lib/python3.11/site-packages"
+    # Its request file, and each entry of its site-packages with its time.
+    release_state = "cd %s/%s && sha256sum blackwell-requirements.txt && find %s -maxdepth 1 -printf '%%f %%T@\\n' | sort"
     # The sources as the scenario sets them again (the test before gave uv and C an index).
     playbook("upgrade.yml", "-e", f"sglang_install_version={RELEASE_C}")
     serving = {}
     for name in (SM120, SM90):
         assert node(name).check_output("readlink %s", VENV) == f"{RELEASES}/{RELEASE_C}"
-        serving[name] = node(name).check_output(
-            "cd %s/%s && sha256sum blackwell-requirements.txt && find %s -maxdepth 1 -printf '%%f %%T@\\n' | sort",
-            RELEASES, RELEASE_C, site)
+        serving[name] = node(name).check_output(release_state, RELEASES, RELEASE_C, site)
     changed, _report = playbook("upgrade.yml", "-e", json.dumps(
         {"sglang_install_version": RELEASE_C, "sglang_install_extra_packages": ["uv==0.13.9"]}))
     assert changed == new_release(RELEASE_C, "blackwell.sglang.sglang_install : Remove releases beyond sglang_install_keep_releases")
@@ -431,7 +431,5 @@ def test_a_changed_request_for_the_installed_release_is_installed_beside_it():
         widened = locked_release(name, RELEASE_C)
         assert sorted(host.check_output("ls %s", RELEASES).split()) == sorted([RELEASE_C, widened]), name
         assert host.file(f"{RELEASES}/{widened}/{site}/uv-0.13.9.dist-info").is_directory, name
-        assert host.check_output(
-            "cd %s/%s && sha256sum blackwell-requirements.txt && find %s -maxdepth 1 -printf '%%f %%T@\\n' | sort",
-            RELEASES, RELEASE_C, site) == serving[name]
+        assert host.check_output(release_state, RELEASES, RELEASE_C, site) == serving[name]
         assert probe(name)["version"] == RELEASE_C

@@ -170,17 +170,22 @@ def test_no_key_is_accepted_on_loopback_or_when_trusted(ways_out):
     assert _state(host) == before
 
 
+def _mounts(host, pid):
+    """Mount point -> (root of the mount in its file system, options), as process pid sees them."""
+    mounts = {}
+    for line in host.check_output("cat /proc/%s/mountinfo", pid).splitlines():
+        fields = line.split()
+        mounts[fields[4]] = (fields[3], fields[5].split(","))
+    return mounts
+
+
 def test_engine_runs_sandboxed_and_healthy(node):
     host = node[1]
     pid = _main_pid(host)
     status = dict(line.split(":", 1) for line in host.check_output("cat /proc/%s/status", pid).splitlines())
     assert status["NoNewPrivs"].strip() == "1"
     assert status["CapBnd"].strip() == "0000000000000000"
-    # mount point -> (root of the mount in its file system, options), as the engine sees them.
-    mounts = {}
-    for line in host.check_output("cat /proc/%s/mountinfo", pid).splitlines():
-        fields = line.split()
-        mounts[fields[4]] = (fields[3], fields[5].split(","))
+    mounts = _mounts(host, pid)
     assert "ro" in mounts["/"][1]
     assert "rw" in mounts["/var/lib/sglang"][1]
     # A /tmp of its own, and the shared memory NCCL needs.
@@ -223,14 +228,11 @@ def test_engine_cannot_write_the_code_of_its_next_start(node):
     assert (environ["HF_MODULES_CACHE"], environ["HF_HUB_OFFLINE"]) == ("/tmp/hf_modules", "1")
     home = host.file(HF_HOME)
     assert (home.is_directory, home.user, home.group, home.mode) == (True, "sglang", "sglang", 0o750)
-    mounts = {}
-    for line in host.check_output("cat /proc/%s/mountinfo", pid).splitlines():
-        fields = line.split()
-        mounts[fields[4]] = fields[5].split(",")
+    mounts = _mounts(host, pid)
     # Inside the writable home, each a read-only mount of its own (the model under /models is on
     # the read-only system already, where systemd adds no mount).
     for path in (HF_HOME, DRAFT_MODEL):
-        assert "ro" in mounts.get(path, []), (path, sorted(mounts))
+        assert "ro" in mounts.get(path, ("", []))[1], (path, sorted(mounts))
     for path in (HF_HOME + "/modules/transformers_modules/kimi/modeling.py",
                  HF_HOME + "/hub/models--moonshotai--Kimi-K2.5/snapshots/main/modeling.py",
                  "/models/Kimi-K2.5/modeling_extra.py", DRAFT_MODEL + "/modeling_extra.py"):
