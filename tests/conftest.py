@@ -108,13 +108,21 @@ def lab_env(work: Path, prefix: str, port_base: str, nodes: int = 1, **settings:
         "LAB_SGLANG_VERSION": "0.5.8", "LAB_CRASH_POLICY": "strict", **settings})
 
 
+def _lab_failure(up: subprocess.CompletedProcess) -> str:
+    """lab.sh's output for a failed `up`, what failed last: a CI log shows only its tail, and
+    ansible-playbook's failed tasks (stdout) say more than the fleet's boot retries (stderr)."""
+    failed = [line for line in up.stdout.splitlines() if line.startswith(("fatal:", "failed:")) or "FAILED!" in line]
+    return (f"{up.stderr[-5000:]}\n--- stdout ---\n{up.stdout[-20000:]}\n--- failed tasks ---\n"
+            + "\n".join(failed)[-3000:])
+
+
 @contextmanager
 def running_lab(env: dict) -> Iterator[subprocess.CompletedProcess]:
     """`lab.sh up` with env, its result for the caller to read; `lab.sh down` afterwards,
     whatever happened in between."""
     try:
         up = subprocess.run([LAB_SH, "up"], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-        assert up.returncode == 0, up.stdout[-20000:] + up.stderr[-5000:]
+        assert up.returncode == 0, _lab_failure(up)
         yield up
     finally:
         subprocess.run([LAB_SH, "down"], cwd=ROOT, env=env, capture_output=True, check=False)
