@@ -62,37 +62,16 @@ _raw:
 """
 
 import hashlib
-import os
 
-from ansible.errors import AnsibleLookupError
 from ansible.module_utils.common.text.converters import to_bytes
 from ansible.plugins.lookup import LookupBase
-from ansible.template import generate_ansible_template_vars, trust_as_template
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.templates import render
 
 
 class LookupModule(LookupBase):
 
     def run(self, terms, variables=None, **kwargs):
         self.set_options(var_options=variables, direct=kwargs)
-        variables = variables or {}
-        checksums = []
-        for term in terms:
-            source = self.find_file_in_search_path(variables, 'templates', term)
-            if not source:
-                raise AnsibleLookupError("the template file %s could not be found" % term)
-            data = trust_as_template(self._loader.get_text_file_contents(source))
-            # The template action's search path: the play's, the playbook's directory and the
-            # template's own, each also with templates/ (for includes).
-            searchpath = []
-            for path in list(variables.get('ansible_search_path', [])) + [self._loader.get_basedir(), os.path.dirname(source)]:
-                searchpath.extend([os.path.join(path, 'templates'), path])
-            template_vars = dict(variables)
-            for name, value in generate_ansible_template_vars(term, fullpath=source).items():
-                if name != 'ansible_managed' or name not in template_vars:
-                    template_vars[name] = value
-            template_vars.update(self.get_option('template_vars'))
-            templar = self._templar.copy_with_new_env(available_variables=template_vars, searchpath=searchpath)
-            rendered = templar.template(data, escape_backslashes=False,
-                                        overrides=dict(trim_blocks=True, lstrip_blocks=False, newline_sequence='\n'))
-            checksums.append(hashlib.sha1(to_bytes(rendered, errors='surrogate_or_strict')).hexdigest())
-        return checksums
+        return [hashlib.sha1(to_bytes(text, errors='surrogate_or_strict')).hexdigest()
+                for text in render(self, terms, variables, self.get_option('template_vars'))]

@@ -1,7 +1,8 @@
-"""blackwell.sglang.template_sha1 against what ansible.builtin.template writes: the same template
-rendered by both on localhost, for the template features the roles' templates use (the managed
-header, blocks under trim_blocks, an include, backslashes, text without a final newline, the
-extra template variables) and for each role template the roles compare through it."""
+"""blackwell.sglang.template_sha1 and blackwell.sglang.rendered against what ansible.builtin.template
+writes: the same template rendered by each on localhost, for the template features the roles'
+templates use (the managed header, blocks under trim_blocks, an include, backslashes, text
+without a final newline, the extra template variables) and for each role template the roles
+compare through them."""
 from __future__ import annotations
 
 import hashlib
@@ -28,8 +29,12 @@ def rendered_and_looked_up(tmp_path, template: str, template_vars: dict, play_va
             {"name": "write", "ansible.builtin.template": {"src": template, "dest": str(out)}, "vars": template_vars},
             {"name": "checksum", "ansible.builtin.debug": {
                 "msg": "{{ lookup('blackwell.sglang.template_sha1', '%s', template_vars=%r) }}" % (template, template_vars)}},
+            {"name": "text", "ansible.builtin.debug": {
+                "msg": "{{ lookup('blackwell.sglang.rendered', '%s', template_vars=%r) | hash('sha1') }}" % (template, template_vars)}},
         ]}])
     results = dict(tasks)
+    # The text the rendered lookup returns is the written file, byte for byte.
+    assert results["text"]["msg"] == results["checksum"]["msg"]
     return hashlib.sha1(out.read_bytes()).hexdigest(), results["checksum"]["msg"]
 
 
@@ -48,7 +53,7 @@ def test_each_role_template_the_roles_compare_is_rendered_as_written(tmp_path):
     # The variables the templates read, as a node of the lab would have them.
     play_vars = {
         "cuda13_home": "/usr/local/cuda", "cuda13_repo_keyring_path": "/etc/apt/keyrings/cuda-archive-keyring.asc",
-        "__cuda13_repo_url": "file:///srv/cuda-repo/debian12/x86_64/",
+        "__cuda13_repo": {"url": "file:///srv/cuda-repo/debian12/x86_64/"},
         "sglang_install_version": "0.5.8", "sglang_install_extras": [], "sglang_install_extra_packages": ["uv==0.9.9"],
         "sglang_install_requirements_lock": "", "sglang_install_constraints": ["numpy<3"],
         "sglang_install_index_url": "", "sglang_install_extra_index_urls": [], "sglang_install_find_links": ["/srv/wheelhouse"],
