@@ -724,7 +724,8 @@ def test_fresh_and_broken_nodes_report_drift_never_a_failure(fleet):
             "sglang_service : Spell the launch arguments, write the unit and start sglang"} <= set(not_judged(emptied))
     assert (fresh["status"], fresh["failures"]) == ("drift", [])
     drifted = [f["label"] for f in fresh["drift"]]
-    for task in ("cuda13 : Configure the CUDA repository", "cuda13 : Install the packages the role's apt tasks run on",
+    for task in ("cuda13 : Write the role's files [/etc/apt/sources.list.d/cuda-debian12-x86_64.sources]",
+                 "cuda13 : Install the packages the role's apt tasks run on",
                  "sglang_install : Create the SGLang user", "sglang_install : Create the release's venv with uv"):
         assert task in drifted, drifted
     assert "cuda13 : Install the toolkit package" in not_judged(fresh)
@@ -735,7 +736,8 @@ def test_fresh_and_broken_nodes_report_drift_never_a_failure(fleet):
     assert (no_unit["status"], no_unit["failures"]) == ("drift", [])
     # systemd cannot be asked about a unit that does not exist yet: not judged, not failed.
     assert "sglang_service : Enable and start sglang" in not_judged(no_unit)
-    assert [f["label"] for f in no_lists["drift"]] == ["cuda13 : Install the repository signing key from the node's mirror"]
+    assert [f["label"] for f in no_lists["drift"]] == [
+        "cuda13 : Write the role's files [/etc/apt/keyrings/cuda-archive-keyring.asc]"]
     assert (no_lists["status"], no_lists["failures"]) == ("drift", [])
 
 

@@ -134,11 +134,20 @@ def _snapshot(node):
     return proc.stdout
 
 
-# The role's steps after its read: a converged node passes none of them (meta end_role).
-STEPS = ("Create the keyring directory", "Install the repository signing key from the node's mirror",
-         "Configure the CUDA repository", "Install or move the toolkit", "Hold the toolkit against unattended upgrades",
-         "Select CUDA 13.0 for the toolkit links", "Export PATH and CUDA_HOME for login shells",
-         "Add the toolkit libraries to the linker path", "Check nvcc reports CUDA 13.0")
+# The role's steps after its plan: a converged node passes none of them (meta end_role).
+FILES_TASKS = ("Create or remove the role's directories and lists", "Write the role's files")
+STEPS = (*FILES_TASKS, "Install or move the toolkit", "Hold the toolkit against unattended upgrades",
+         "Select CUDA 13.0 for the toolkit links", "Refresh the dynamic linker cache", "Check nvcc reports CUDA 13.0")
+KEYRING = "/etc/apt/keyrings/cuda-archive-keyring.asc"
+SOURCES = "/etc/apt/sources.list.d/cuda-debian12-x86_64.sources"
+LEGACY = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
+ENV_FILES = ("/etc/profile.d/cuda13.sh", "/etc/ld.so.conf.d/cuda13.conf")
+
+
+def _changed_paths(report, host):
+    """The paths of the role's table that its two file tasks changed (or would change), in order."""
+    return [item["item"]["path"] for name, res in _task_results(report, host) if name in FILES_TASKS
+            for item in res.get("results", []) if item.get("changed")]
 
 
 def test_check_on_converged_nodes_reports_nothing():
@@ -166,12 +175,8 @@ def test_check_on_a_12_8_node_reports_the_upgrade_and_changes_nothing():
     rc, report = _playbook("--check", "--diff", "--limit", "cuda13-fresh")
     assert rc == 0, report["stats"]
     changed = _changed_tasks(report, "cuda13-fresh")
-    for task in ("Install the packages the role's apt tasks run on",
-                 "Install the repository signing key from the node's mirror",
-                 "Remove the sources list cuda-keyring installs",
-                 "Configure the CUDA repository",
-                 "Export PATH and CUDA_HOME for login shells", "Add the toolkit libraries to the linker path"):
-        assert task in changed, changed
+    assert "Install the packages the role's apt tasks run on" in changed, changed
+    assert _changed_paths(report, "cuda13-fresh") == [LEGACY, KEYRING, SOURCES, *ENV_FILES]
     # A stock node has no python3-apt yet, and apt refuses check mode without it: the install
     # is left unjudged (skipped on ansible_check_mode) rather than failed.
     install = dict(_task_results(report, "cuda13-fresh"))["Install the toolkit package"]
@@ -255,9 +260,8 @@ def test_check_on_a_node_without_the_repository_leaves_the_install_unjudged():
         assert rc == 0, report["stats"]
         assert report["stats"]["cuda13-fresh"]["failures"] == 0
         results = dict(_task_results(report, "cuda13-fresh"))
-        changed = _changed_tasks(report, "cuda13-fresh")
-        assert "Configure the CUDA repository" in changed, changed
-        assert "Remove the sources list cuda-keyring installs" not in changed, changed
+        changed = _changed_paths(report, "cuda13-fresh")
+        assert SOURCES in changed and legacy not in changed, changed
         # apt has no list that names the toolkit and check mode does not refresh them: the
         # install is skipped on ansible_check_mode, which the drift report lists as not judged.
         for task in ("Install the toolkit package", "Check nvcc reports CUDA 13.0"):
@@ -270,8 +274,6 @@ def test_check_on_a_node_without_the_repository_leaves_the_install_unjudged():
         node("apt-get", "update", "-qq")
 
 
-KEYRING = "/etc/apt/keyrings/cuda-archive-keyring.asc"
-SOURCES = "/etc/apt/sources.list.d/cuda-debian12-x86_64.sources"
 # What tools/lab/build-cuda-repo.sh wrote beside this build's key, as the scenario pins it.
 LAB_FINGERPRINT = (SCENARIO.parent.parent / ".cache/lab/cuda-repo/debian12/x86_64/cuda-archive-key.fingerprint").read_text().strip()
 NVIDIA_FINGERPRINT = "EB693B3035CD5710E231E123A4B469963BF863CC"
@@ -319,3 +321,47 @@ def test_the_fingerprint_is_compared_without_spaces_or_case():
     rc, report = _playbook("--check", "--limit", "cuda13-remove", "-e", json.dumps({"cuda13_repo_key_fingerprint": spaced}))
     assert rc == 0, _failures(report, "cuda13-remove")
     assert report["stats"]["cuda13-remove"]["changed"] == 0, _changed_tasks(report, "cuda13-remove")
+
+
+# --- generated tamper matrix: every row of the role's table ---------------------------------
+
+# How each kind of row is put off on a converged node, as root.
+TAMPER = {
+    "file": "printf '# tampered\\n' >> {path}",
+    "directory": "chmod 0700 {path}",
+    "absent": "printf '# tampered\\n' > {path}",
+}
+
+
+def _plan(report, host):
+    return dict(_task_results(report, host))[
+        "Plan the toolkit, its repository and environment from what the node holds"]["ansible_facts"]["cuda13_plan"]
+
+
+def test_every_row_of_the_table_tampered_alone_is_reported_then_healed():
+    """The table comes from the role's own plan (vars/main.yml's __cuda13_files as the node's
+    settings make it): a row added there is tampered with here without a new test. For each row
+    in turn, on a converged node: a check reports exactly that path and changes no byte, a
+    converge heals it; a last converge changes nothing."""
+    node = "cuda13-remove"
+    rc, report = _playbook("--check", "--limit", node)
+    assert rc == 0 and report["stats"][node]["changed"] == 0, _changed_tasks(report, node)
+    table = _plan(report, node)["table"]
+    assert {row["state"] for row in table} == set(TAMPER), table
+    problems = []
+    for row in table:
+        _exec(node, "sh", "-c", TAMPER[row["state"]].format(path=row["path"]))
+        before = _snapshot(node)
+        rc, report = _playbook("--check", "--diff", "--limit", node)
+        seen = (rc, _changed_paths(report, node), [t for t in _changed_tasks(report, node) if t not in FILES_TASKS])
+        if seen != (0, [row["path"]], []) or _snapshot(node) != before:
+            problems.append(f"check of {row['path']} tampered: {seen}")
+        # A row whose file the linker cache follows refreshes it too (a command: a check skips it).
+        rc, report = _playbook("--limit", node)
+        extra = ["Refresh the dynamic linker cache"] if row.get("refresh") == "ldconfig" else []
+        seen = (rc, _changed_paths(report, node), [t for t in _changed_tasks(report, node) if t not in FILES_TASKS])
+        if seen != (0, [row["path"]], extra):
+            problems.append(f"converge of {row['path']} tampered: {seen}")
+    assert problems == []
+    rc, report = _playbook("--limit", node)
+    assert rc == 0 and report["stats"][node]["changed"] == 0, _changed_tasks(report, node)
