@@ -100,7 +100,7 @@ def test_apply_again_and_check_mode(tmp_path):
 
     tasks = run_role(tmp_path, venv, sglang_sm120_patch_capabilities=[12])
     assert changed(tasks) == [PATCH_TASK]
-    # Without sglang_service in the play, the role's listener answers "Restart sglang".
+    # The role's own handler says that the running server needs a restart.
     assert len(ran(tasks, LISTENER)) == 1
     for rel, value in dicts(package).items():
         assert value[12] == value[10], rel
