@@ -14,6 +14,10 @@ what the checked nodes' containers used during the run, read from their cgroups 
 on cgroup v1, cpu.stat on v2) before and after: sshd, the modules' Python, and the idle
 systemd and stand-in engine, which add little.
 
+Each size also gets the floor: a one-task play (ansible.builtin.ping, with become, as the
+check's node play) on the same nodes under each configuration, in the same run. Every check row
+is reported as a multiple of the ping play's controller CPU and wall time in its configuration.
+
     benchmarks/fleet-check.sh                       # 1, 8, 32 nodes, site.yml
     benchmarks/fleet-check.sh --sizes 1,4 --cold-max-nodes 0
 """
@@ -32,6 +36,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# The floor a check is measured against: one module run per node, escalated like the roles'.
+PING_PLAY = """---
+- name: One module run per node
+  hosts: all
+  gather_facts: false
+  become: true
+  tasks:
+    - name: Ping
+      ansible.builtin.ping:
+"""
 
 
 def sh(*args: str, env: dict | None = None) -> str:
@@ -157,6 +171,8 @@ def main() -> int:
     lab = str(ROOT / "tools" / "lab" / "lab.sh")
     empty_cfg = work / "empty.cfg"
     empty_cfg.write_text("")
+    ping_play = work / "ping.yml"
+    ping_play.write_text(PING_PLAY)
     facts = work / "facts"
     results = []
     try:
@@ -187,7 +203,9 @@ def main() -> int:
         ]
         for size in sizes:
             limit = ",".join(hosts[:size])
-            for name, cfg_env, cold in configs:
+            runs = [(name, cfg_env, cold, "check") for name, cfg_env, cold in configs]
+            runs += [(name, cfg_env, False, "ping") for name, cfg_env, cold in configs if not cold]
+            for name, cfg_env, cold, kind in runs:
                 if cold and size > args.cold_max_nodes:
                     continue
                 if cold:
@@ -195,24 +213,29 @@ def main() -> int:
                 control = work / f"cp-{size}-{len(results)}"
                 control.mkdir()
                 run_env = dict(cfg_env, ANSIBLE_SSH_CONTROL_PATH_DIR=str(control))
-                log = out / f"check-{size}-{name.split(',', maxsplit=1)[0].replace(' ', '-')}{'-cold' if cold else ''}.log"
+                log = out / (f"{kind}-{size}-{name.split(',', maxsplit=1)[0].replace(' ', '-')}"
+                             f"{'-cold' if cold else ''}.log")
                 node_files = cgroup_cpu_files(hosts[:size])
                 node_before = cgroup_cpu_seconds(node_files)
-                res = timed_run([str(venv_bin / "ansible-playbook"), "--check", "-i", str(inventory),
-                                 "--limit", limit, args.playbook], run_env, control, log)
+                command = ([str(venv_bin / "ansible-playbook"), "--check", "-i", str(inventory), "--limit", limit,
+                            args.playbook] if kind == "check" else
+                           [str(venv_bin / "ansible-playbook"), "-i", str(inventory), "--limit", limit, str(ping_play)])
+                res = timed_run(command, run_env, control, log)
                 node_cpu = cgroup_cpu_seconds(node_files) - node_before
                 recap = Path(res["log"]).read_text()
                 changed = sum(int(c) for c in re.findall(r"changed=(\d+)", recap))
                 cpu = res["tree_cpu_s"] + res["ssh_master_cpu_s"]
-                row = {"nodes": size, "config": name, "wall_s": round(res["wall_s"], 2),
+                row = {"nodes": size, "config": name if kind == "check" else f"ping play, {name}",
+                       "kind": kind, "base_config": name, "wall_s": round(res["wall_s"], 2),
                        "nodes_per_min": round(size / res["wall_s"] * 60, 1),
-                       "cpu_s_per_node": round(cpu / size, 2),
+                       "cpu_s": round(cpu, 2), "cpu_s_per_node": round(cpu / size, 2),
                        "node_cpu_s_per_node": round(node_cpu / size, 2),
                        "tree_cpu_s": round(res["tree_cpu_s"], 2),
                        "ssh_master_cpu_s": round(res["ssh_master_cpu_s"], 2),
                        "rc": res["rc"], "changed": changed, "load_1min": res["load_1min"]}
                 results.append(row)
                 print(json.dumps(row), flush=True)
+        add_ratios(results)
     finally:
         if not args.keep:
             subprocess.run([lab, "down"], env=env, cwd=ROOT, check=False)
@@ -230,21 +253,34 @@ def main() -> int:
     return 0 if all(r["rc"] == 0 and r["changed"] == 0 for r in results) else 1
 
 
+def add_ratios(results: list) -> None:
+    """Each row's controller CPU and wall time as a multiple of the ping play's of the same size
+    and configuration (the cold fact cache row against the warm tuned ping)."""
+    floors = {(r["nodes"], r["base_config"]): r for r in results if r.get("kind") == "ping"}
+    for row in results:
+        floor = floors.get((row["nodes"], row.get("base_config", row["config"]).split(",")[0]))
+        if floor and floor["cpu_s"] > 0 and floor["wall_s"] > 0:
+            row["cpu_x_ping"] = round(row["cpu_s"] / floor["cpu_s"], 1)
+            row["wall_x_ping"] = round(row["wall_s"] / floor["wall_s"], 1)
+
+
 def render(summary: dict) -> str:
     lines = [f"Playbook: `{summary['playbook']}`; {summary['controller']['cpus']} controller CPUs, "
              f"{summary['controller']['ansible']}; lab up and converge of {summary['converge_nodes']} "
              f"nodes {summary['converge_s']} s.", "",
-             "| nodes | config | wall s | nodes/min | controller CPU s/node | node CPU s/node | changed | speed-up vs defaults |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|"]
+             "| nodes | config | wall s | nodes/min | controller CPU s/node | node CPU s/node | changed "
+             "| CPU x ping | wall x ping | speed-up vs defaults |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     by_size = {}
     for row in summary["results"]:
         by_size.setdefault(row["nodes"], {})[row["config"]] = row
     for size, rows in by_size.items():
         base = rows.get("ansible defaults")
         for name, row in rows.items():
-            speed = f"{base['wall_s'] / row['wall_s']:.1f}x" if base else "-"
+            speed = f"{base['wall_s'] / row['wall_s']:.1f}x" if base and row.get("kind", "check") == "check" else "-"
             lines.append(f"| {size} | {name} | {row['wall_s']} | {row['nodes_per_min']} | "
-                         f"{row['cpu_s_per_node']} | {row['node_cpu_s_per_node']} | {row['changed']} | {speed} |")
+                         f"{row['cpu_s_per_node']} | {row['node_cpu_s_per_node']} | {row['changed']} | "
+                         f"{row.get('cpu_x_ping', '-')} | {row.get('wall_x_ping', '-')} | {speed} |")
     return "\n".join(lines) + "\n"
 
 
