@@ -32,8 +32,9 @@ options:
     required: true
   inputs:
     description:
-      - The role's settings without their prefix C(cuda13_), and the role's data (C(supported_distros),
-        C(repo_arches), C(previous_toolkit_pattern), C(nvcc_release), C(prerequisites)), as the role's
+      - The role's settings without their prefix C(cuda13_), and the role's data (C(repositories),
+        each repository path with its C(key_file) and C(fingerprint); C(repo_arches),
+        C(previous_toolkit_pattern), C(nvcc_release), C(prerequisites)), as the role's
         vars/main.yml gathers them.
     type: dict
     required: true

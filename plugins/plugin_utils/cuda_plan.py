@@ -224,8 +224,13 @@ def plan(probe, repo, inputs, files, contents, check_mode=False):
         links = links_off
     for item in links:
         step("links", "%s points at %s, not %s" % (item["link"], alternatives.get(item["name"]) or "nothing", tree))
+    # The cache follows the linker path's file, and the libraries behind the link: a toolkit or
+    # link that moves refreshes it too, so that a run that failed after writing the file still
+    # leaves the next one a reason to refresh.
     if any(row.get("refresh") == "ldconfig" for row in to_write):
         step("ldconfig", "the linker path changed")
+    elif (moves or links) and any(row.get("refresh") == "ldconfig" for row in rows):
+        step("ldconfig", "the libraries behind %s move" % inputs["home"])
     verify = _truthy(inputs["verify_enabled"])
     if verify and (not nvcc_ok or moves or links):
         step("verify", "nvcc through %s does not report %s" % (inputs["home"], inputs["nvcc_release"].rstrip(","))

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
 from pathlib import Path
 
+import jinja2
 import pytest
 import yaml
 
@@ -20,7 +22,8 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.cuda_plan import 
 from conftest import ROOT
 
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "cuda13" / "defaults" / "main.yml").read_text())
-DATA = yaml.safe_load((ROOT / "roles" / "cuda13" / "vars" / "main.yml").read_text())["__cuda13_inputs"]
+VARS = yaml.safe_load((ROOT / "roles" / "cuda13" / "vars" / "main.yml").read_text())
+DATA = VARS["__cuda13_inputs"]
 FINGERPRINT = "EB693B3035CD5710E231E123A4B469963BF863CC"
 ARMORED = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmQINBF...\n-----END PGP PUBLIC KEY BLOCK-----\n"
 NVCC_13 = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.88\n"
@@ -41,16 +44,17 @@ def inputs(**changes) -> dict:
 
 
 def files(root: Path, repo: dict, env: bool = True) -> list[dict]:
-    """The role's table (vars/main.yml) with its paths under root, so that the node is a directory."""
-    return [
-        {"path": f"{root}/etc/apt/keyrings", "state": "directory", "mode": "0755"},
-        {"path": f"{root}/etc/apt/keyrings/cuda-archive-keyring.asc", "mode": "0644", "source": "key"},
-        {"path": f"{root}{repo['legacy_list']}", "state": "absent", "enabled": True, "apt_source": True},
-        {"path": f"{root}{repo['sources']}", "mode": "0644", "template": "cuda.sources.j2", "apt_source": True},
-        {"path": f"{root}/etc/profile.d/cuda13.sh", "mode": "0644", "template": "cuda13.sh.j2", "enabled": env},
-        {"path": f"{root}/etc/ld.so.conf.d/cuda13.conf", "mode": "0644", "template": "cuda13.conf.j2",
-         "enabled": env, "refresh": "ldconfig"},
-    ]
+    """The role's own table (vars/main.yml's __cuda13_files), its values rendered with the role's
+    defaults and repo, every path under root so that the node is a directory."""
+    render = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    render.filters["dirname"] = os.path.dirname
+    context = {**DEFAULTS, "cuda13_env_enabled": env, "__cuda13_repo": repo}
+    table = []
+    for row in VARS["__cuda13_files"]:
+        row = {key: render.from_string(value).render(context) if isinstance(value, str) else value
+               for key, value in row.items()}
+        table.append(dict(row, path=f"{root}{row['path']}"))
+    return table
 
 
 def converge_files(table: list[dict]) -> None:
@@ -184,10 +188,15 @@ def test_toolkit_states(node):
     assert names(plan(unheld, node["repo"], inputs(toolkit_hold=False), node["table"], CONTENTS)) == []
     # A pin to another version moves the toolkit; in a real run both links are set afterwards.
     got = planned(node, toolkit_version="13.0.88-2")
-    assert names(got) == ["toolkit", "links", "links", "verify"]
+    assert names(got) == ["toolkit", "links", "links", "ldconfig", "verify"]
+    assert got["step"]["ldconfig"] == "the libraries behind /usr/local/cuda move"
     assert got["step"]["toolkit"] == "cuda-toolkit-13-0 13.0.2-1 is installed, 13.0.88-2 is pinned"
     assert got["step"]["verify"] == "the toolkit or its links move"
-    assert names(planned(node, True, toolkit_version="13.0.88-2")) == ["toolkit", "verify"]
+    assert names(planned(node, True, toolkit_version="13.0.88-2")) == ["toolkit", "ldconfig", "verify"]
+    # Without the environment files the role keeps no linker path, and refreshes nothing.
+    for row in node["table"]:
+        row["enabled"] = row.get("refresh") != "ldconfig" and row.get("enabled", True)
+    assert names(planned(node, toolkit_version="13.0.88-2")) == ["toolkit", "links", "links", "verify"]
     # The 12.8 toolkit is kept by default and removed on request.
     got = planned(node, previous_toolkits="remove")
     assert got["steps"] == [{"name": "previous", "reason": "12.x packages installed: cuda-toolkit-12-8"}]
@@ -199,7 +208,7 @@ def test_a_link_switched_back_to_12_8_is_one_step_and_nvcc_is_read_again(node):
     node["probe"]["nvcc"]["output"] = NVCC_12
     for check in (False, True):
         got = planned(node, check)
-        assert names(got) == ["links", "verify"]
+        assert names(got) == ["links", "ldconfig", "verify"]
         assert got["links"] == [{"name": "cuda", "link": "/usr/local/cuda"}]
         assert got["step"]["links"] == "/usr/local/cuda points at /usr/local/cuda-12.8, not /usr/local/cuda-13.0"
 
