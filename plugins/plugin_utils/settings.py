@@ -68,6 +68,8 @@ EAGLE3_FLAGS = {
 #   lines        a list of such values, one line or argv word each
 #   env          a mapping of environment variable names to values (unit Environment= lines)
 #   engine_env   env, whose Hugging Face paths (sandbox.PATH_VARIABLES) are absolute
+#   nccl_env     env of NCCL_ variables only (sglang_service_nccl_environment: the engine's and
+#                the smoke test's)
 #   path         an absolute path, written unquoted into a unit or a sources file
 #   shell_path   an absolute path written unquoted into a shell script (profile.d)
 #   url          a URL in a whitespace-separated field (deb822 URIs, pip's index lists)
@@ -90,6 +92,7 @@ TABLE = {
     "sglang_service_eagle3_enabled": "context",
     "sglang_service_environment": "engine_env",
     "sglang_service_nccl_smoke_environment": "env",
+    "sglang_service_nccl_environment": "nccl_env",
     "sglang_service_host": "line",
     "sglang_service_venv": "path",
     "sglang_service_release_path": "line",
@@ -239,7 +242,7 @@ def _check(name, kind, value, settings):
         return _item_lines(name, value)
     if kind == "launch_args":
         return _launch_args(name, value, _truthy(settings.get("sglang_service_eagle3_enabled", False)))
-    if kind in ("env", "engine_env"):
+    if kind in ("env", "engine_env", "nccl_env"):
         if not isinstance(value, dict):
             return [f"{name}: must be a mapping of environment variable names to values."]
         out = []
@@ -247,6 +250,9 @@ def _check(name, kind, value, settings):
             if not ENV_NAME.match(str(key)):
                 out.append(f"{name}: {str(key)!r} is not an environment variable name (letters, digits and _,"
                            " not starting with a digit).")
+            elif kind == "nccl_env" and not str(key).startswith("NCCL_"):
+                out.append(f"{name}: {str(key)!r} is not an NCCL variable (NCCL_...); set other variables in"
+                           " sglang_service_environment.")
             out += _line(name, "" if value[key] is None else value[key], f"the value of {key}")
             if (kind == "engine_env" and key in sandbox.PATH_VARIABLES
                     and value[key] not in (None, "") and not str(value[key]).startswith("/")):

@@ -127,6 +127,17 @@ def test_account_names_that_would_break_the_unit_are_refused(account):
         " no whitespace, control characters, ':', '/' or '%')."]
 
 
+def test_nccl_environment_holds_nccl_variables_only():
+    assert settings.problems({"sglang_service_nccl_environment": {"NCCL_P2P_DISABLE": "1", "NCCL_DEBUG": "WARN"}}) == []
+    assert settings.problems({"sglang_service_nccl_environment": {"CUDA_VISIBLE_DEVICES": "0", "NCCL_IB_HCA": "a\nb"}}) == [
+        "sglang_service_nccl_environment: 'CUDA_VISIBLE_DEVICES' is not an NCCL variable (NCCL_...); set other"
+        " variables in sglang_service_environment.",
+        "sglang_service_nccl_environment: the value of NCCL_IB_HCA holds a line break (\\n), which would end its"
+        " line in the file it is written to and start another; give it on one line."]
+    assert settings.problems({"sglang_service_nccl_environment": "NCCL_P2P_DISABLE=1"}) == [
+        "sglang_service_nccl_environment: must be a mapping of environment variable names to values."]
+
+
 def test_environment_names_and_values():
     assert settings.problems({"sglang_service_environment": {"NCCL_P2P_DISABLE": "1", "_X9": 2}}) == []
     assert settings.problems({"sglang_service_environment": {"NCCL DEBUG": "INFO", "9X": "1",

@@ -278,6 +278,46 @@ def test_gpus_that_cannot_all_reduce_stop_the_restart_and_put_the_unit_back(node
     assert "cannot import torch" in json.loads(host.file(NCCL_RECORD).content_string)["msg"]
 
 
+# A stand-in torch (no GPU exists here) that writes down the NCCL setting its process was given,
+# then fails to import: the smoke test reports torch missing and the restart goes on, which leaves
+# the file as the proof of what environment the test ran with.
+NCCL_ENV_TORCH = "/var/tmp/nccl-env-torch"
+NCCL_ENV_SEEN = "/var/tmp/nccl-env-seen"
+
+
+def test_the_nccl_environment_reaches_the_engine_and_the_smoke_test(node):
+    name, host = node
+    if name != "sglang_service-old":
+        pytest.skip("one node is enough: the environment is spelt the same on both")
+    host.run_expect([0], f"mkdir -p {NCCL_ENV_TORCH}/torch && printf '%s\\n' 'import os' "
+                         f"\"open('{NCCL_ENV_SEEN}', 'w').write(os.environ.get('NCCL_P2P_DISABLE', 'unset'))\" "
+                         f"\"raise ImportError('stand-in torch')\" > {NCCL_ENV_TORCH}/torch/__init__.py")
+    try:
+        # The scenario's own PYTHONPATH (the stand-in engine) with the stand-in torch after it.
+        proc = run_playbook(CONVERGE, "--limit", name, extra_vars={
+            "sglang_service_nccl_environment": {"NCCL_P2P_DISABLE": "1"},
+            "sglang_service_environment": {"PYTHONPATH": f"/usr/local/lib/sglang-standin:{NCCL_ENV_TORCH}"}})
+        assert proc.returncode == 0, proc.stdout[-5000:]
+        # The unit changed, so the engine restarted, the smoke test first (4 GPUs, auto).
+        assert host.file(NCCL_ENV_SEEN).content_string == "1"
+        assert records(host, LAUNCHES)[-1]["environ"]["NCCL_P2P_DISABLE"] == "1"
+        assert 'Environment="NCCL_P2P_DISABLE=1"' in host.file(UNIT).content_string.splitlines()
+        # Anything but an NCCL_ variable is refused by name, before anything changes.
+        before = _state(host)
+        proc = run_playbook(CONVERGE, "--limit", name, extra_vars={
+            "sglang_service_nccl_environment": {"CUDA_VISIBLE_DEVICES": "0"}})
+        assert proc.returncode == 2
+        assert ("sglang_service_nccl_environment: 'CUDA_VISIBLE_DEVICES' is not an NCCL variable (NCCL_...); set "
+                "other variables in sglang_service_environment.") in failure_message(proc, name)
+        assert _state(host) == before
+    finally:
+        host.run(f"rm -rf {NCCL_ENV_TORCH} {NCCL_ENV_SEEN}")
+    # Back to the scenario's settings: the variable gone from the unit, the engine restarted.
+    proc = run_playbook(CONVERGE, "--limit", name)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    assert "NCCL_P2P_DISABLE" not in host.file(UNIT).content_string
+
+
 STANDIN_CONFIG = "/etc/sglang-standin/config.json"
 LOADING_NOTE = "[WARNING]: note: sglang.service has been loading for "
 
