@@ -296,7 +296,7 @@ def test_each_repository_path_has_its_own_key_and_another_path_needs_one_named()
         "cuda13: the role knows no signing key for the repository path debian14 (cuda13_repo_distro); set "
         "cuda13_repo_key_fingerprint and cuda13_repo_key_url (or cuda13_repo_key_content) for it. Nothing was changed."]
     named = repository(DEBIAN12, None, inputs(repo_distro="debian14", repo_key_fingerprint=FINGERPRINT,
-                                               repo_key_url="https://mirror.example/k.pub"))
+                                              repo_key_url="https://mirror.example/k.pub"))
     assert (named["problems"], named["key_url"], named["url"]) == (
         [], "https://mirror.example/k.pub", "https://developer.download.nvidia.com/compute/cuda/repos/debian14/x86_64/")
 
