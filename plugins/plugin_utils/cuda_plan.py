@@ -223,7 +223,9 @@ def plan(probe, repo, inputs, files, contents, check_mode=False):
     else:
         links = links_off
     for item in links:
-        step("links", "%s points at %s, not %s" % (item["link"], alternatives.get(item["name"]) or "nothing", tree))
+        target = alternatives.get(item["name"]) or "nothing"
+        step("links", "%s is selected again after the toolkit moves" % item["link"] if target == tree
+             else "%s points at %s, not %s" % (item["link"], target, tree))
     # The cache follows the linker path's file, and the libraries behind the link: a toolkit or
     # link that moves refreshes it too, so that a run that failed after writing the file still
     # leaves the next one a reason to refresh.

@@ -190,6 +190,7 @@ def test_toolkit_states(node):
     got = planned(node, toolkit_version="13.0.88-2")
     assert names(got) == ["toolkit", "links", "links", "ldconfig", "verify"]
     assert got["step"]["ldconfig"] == "the libraries behind /usr/local/cuda move"
+    assert got["step"]["links"] == "/usr/local/cuda is selected again after the toolkit moves"
     assert got["step"]["toolkit"] == "cuda-toolkit-13-0 13.0.2-1 is installed, 13.0.88-2 is pinned"
     assert got["step"]["verify"] == "the toolkit or its links move"
     assert names(planned(node, True, toolkit_version="13.0.88-2")) == ["toolkit", "ldconfig", "verify"]
