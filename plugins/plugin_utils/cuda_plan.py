@@ -21,15 +21,10 @@ __metaclass__ = type
 import hashlib
 import re
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import truthy
+
 # What every managed path is owned by.
 OWNER = {"owner": "root", "group": "root"}
-
-
-def _truthy(value):
-    """A setting as Ansible's bool filter reads it (YAML booleans, or strings from a template)."""
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on", "y", "t")
-    return bool(value)
 
 
 def _version_tuple(text):
@@ -83,7 +78,7 @@ def repository(facts, gpu, inputs):
         problems.append(
             "cuda13: cuda13_repo_key_fingerprint '%s' is not an OpenPGP fingerprint (40 hexadecimal digits, or 64 for "
             "a version 6 key). Nothing was changed." % (inputs.get("repo_key_fingerprint") or fingerprint))
-    if _truthy(inputs["preflight_enabled"]) and not _truthy(inputs["driver_manage"]) and gpu and gpu.get("present"):
+    if truthy(inputs["preflight_enabled"]) and not truthy(inputs["driver_manage"]) and gpu and gpu.get("present"):
         driver = gpu.get("driver_version")
         if driver is not None and _version_tuple(driver) < _version_tuple(inputs["driver_min_version"]):
             problems.append(
@@ -140,7 +135,7 @@ def file_rows(files, contents, key):
     as rendered (``contents``, by template name), the signing key's as the read returned it."""
     rows = []
     for row in files:
-        if not _truthy(row.get("enabled", True)):
+        if not truthy(row.get("enabled", True)):
             continue
         row = dict(row, **OWNER)
         row.pop("enabled", None)
@@ -182,7 +177,7 @@ def plan(probe, repo, inputs, files, contents, check_mode=False):
     toolkit = packages.get(inputs["toolkit_package"]) or {}
     version = toolkit.get("version", "") if toolkit.get("installed") else ""
     pinned = inputs.get("toolkit_version") or ""
-    hold = _truthy(inputs["toolkit_hold"])
+    hold = truthy(inputs["toolkit_hold"])
     moves = not version or (pinned and version != pinned)
     previous = sorted(name for name in installed if re.fullmatch(inputs["previous_toolkit_pattern"], name))
     if inputs["previous_toolkits"] != "remove":
@@ -233,11 +228,11 @@ def plan(probe, repo, inputs, files, contents, check_mode=False):
         step("ldconfig", "the linker path changed")
     elif (moves or links) and any(row.get("refresh") == "ldconfig" for row in rows):
         step("ldconfig", "the libraries behind %s move" % inputs["home"])
-    verify = _truthy(inputs["verify_enabled"])
+    verify = truthy(inputs["verify_enabled"])
     if verify and (not nvcc_ok or moves or links):
         step("verify", "nvcc through %s does not report %s" % (inputs["home"], inputs["nvcc_release"].rstrip(","))
              if not nvcc_ok else "the toolkit or its links move")
-    if _truthy(inputs["driver_manage"]):
+    if truthy(inputs["driver_manage"]):
         # The driver's own state (installed against loaded module) is read by its steps only.
         step("driver", "cuda13_driver_manage is on")
     named = {}

@@ -220,8 +220,12 @@ def _launch_args(name, value, eagle3=False):
     return out
 
 
-def _truthy(value):
-    return value is True or str(value).strip().lower() in ("true", "yes", "on", "1")
+def truthy(value):
+    """A setting as the roles' ``| bool`` reads it (Ansible's boolean): True, 1, 1.0, or y, yes, on,
+    1, true or t in any case; anything else is false."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("y", "yes", "on", "1", "true", "t")
+    return value is True or (not isinstance(value, bool) and value in (1, 1.0))
 
 
 def _check(name, kind, value, settings):
@@ -241,7 +245,7 @@ def _check(name, kind, value, settings):
     if kind == "lines":
         return _item_lines(name, value)
     if kind == "launch_args":
-        return _launch_args(name, value, _truthy(settings.get("sglang_service_eagle3_enabled", False)))
+        return _launch_args(name, value, truthy(settings.get("sglang_service_eagle3_enabled", False)))
     if kind in ("env", "engine_env", "nccl_env"):
         if not isinstance(value, dict):
             return [f"{name}: must be a mapping of environment variable names to values."]
@@ -268,8 +272,8 @@ def _check(name, kind, value, settings):
         return sandbox.engine_sandbox(home, environment if isinstance(environment, dict) else {},
                                       str(settings.get("sglang_service_model_path") or ""),
                                       str(settings.get("sglang_service_eagle3_draft_model_path") or ""),
-                                      _truthy(settings.get("sglang_service_eagle3_enabled", False)),
-                                      _truthy(settings.get("sglang_service_engine_downloads", False)),
+                                      truthy(settings.get("sglang_service_eagle3_enabled", False)),
+                                      truthy(settings.get("sglang_service_engine_downloads", False)),
                                       _words(value))["problems"]
     if kind in ("path", "shell_path"):
         text = "" if value is None else str(value)

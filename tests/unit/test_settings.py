@@ -8,6 +8,7 @@ import ast
 import re
 
 import pytest
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import settings
 from conftest import ROOT
@@ -202,3 +203,9 @@ def test_the_module_has_no_ansible_imports():
     assert [name for name in imported if name and (name == "ansible" or name.startswith("ansible."))] == []
     assert [name for name in imported if name and name.startswith("ansible_collections")] == [
         "ansible_collections.blackwell.sglang.plugins.plugin_utils"]
+
+
+def test_truthy_reads_a_setting_as_the_roles_bool_filter_does():
+    values = [True, False, None, 0, 1, 2, 1.0, 0.5, "y", "Yes", " on ", "1", "TRUE", "t", "n", "no", "off", "0",
+              "false", "", "2", "yes please", [], {}]
+    assert [settings.truthy(v) for v in values] == [boolean(v, strict=False) for v in values]
