@@ -115,6 +115,11 @@ _value:
     nvcc:
       description: Whether nvcc through the toolkit link reports the wanted release.
       type: bool
+    cuda_moves:
+      description: >-
+        Whether this run installs the toolkit or moves a link: the linker cache is refreshed and
+        nvcc's banner read again after it (which a check cannot judge).
+      type: bool
 """
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.cuda_plan import plan

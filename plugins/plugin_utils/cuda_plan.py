@@ -155,8 +155,9 @@ def plan(probe, repo, inputs, files, contents, check_mode=False):
     step acts on: ``files`` (the rows to write, create or remove), ``table`` (every row in force
     without its content: what a test tampers with), ``prerequisites``,
     ``toolkit`` (``installed``, ``judged``: whether apt can judge the install in a check),
-    ``previous`` (12.x packages to remove), ``links`` (alternatives to select) and ``nvcc``
-    (whether the banner through the link is the wanted release)."""
+    ``previous`` (12.x packages to remove), ``links`` (alternatives to select), ``nvcc``
+    (whether the banner through the link is the wanted release) and ``cuda_moves`` (whether this
+    run installs the toolkit or moves a link: the banner is read again after it)."""
     key = probe.get("key") or {}
     problems = _key_problems(key, repo)
     steps = []
@@ -221,15 +222,18 @@ def plan(probe, repo, inputs, files, contents, check_mode=False):
         target = alternatives.get(item["name"]) or "nothing"
         step("links", "%s is selected again after the toolkit moves" % item["link"] if target == tree
              else "%s points at %s, not %s" % (item["link"], target, tree))
+    # What the link leads to changes with this run: the libraries behind it and nvcc's banner
+    # (read again after the run, and not judged in a check).
+    cuda_moves = bool(moves or links)
     # The cache follows the linker path's file, and the libraries behind the link: a toolkit or
     # link that moves refreshes it too, so that a run that failed after writing the file still
     # leaves the next one a reason to refresh.
     if any(row.get("refresh") == "ldconfig" for row in to_write):
         step("ldconfig", "the linker path changed")
-    elif (moves or links) and any(row.get("refresh") == "ldconfig" for row in rows):
+    elif cuda_moves and any(row.get("refresh") == "ldconfig" for row in rows):
         step("ldconfig", "the libraries behind %s move" % inputs["home"])
     verify = truthy(inputs["verify_enabled"])
-    if verify and (not nvcc_ok or moves or links):
+    if verify and (not nvcc_ok or cuda_moves):
         step("verify", "nvcc through %s does not report %s" % (inputs["home"], inputs["nvcc_release"].rstrip(","))
              if not nvcc_ok else "the toolkit or its links move")
     if truthy(inputs["driver_manage"]):
@@ -251,4 +255,5 @@ def plan(probe, repo, inputs, files, contents, check_mode=False):
         "apt_judged": not prerequisites,
         "links": links,
         "nvcc": nvcc_ok,
+        "cuda_moves": cuda_moves,
     }

@@ -112,6 +112,7 @@ def test_a_converged_node_gets_no_steps_in_a_run_and_a_check(node):
             (row["path"], row.get("state", "file")) for row in node["table"]]
         assert all(row["owner"] == "root" and "content" not in row for row in got["table"])
         assert got["nvcc"] is True and got["toolkit"] == {"installed": "13.0.2-1", "moves": False, "judged": True}
+        assert got["cuda_moves"] is False
 
 
 def test_a_fresh_12_8_node_gets_every_step_and_both_links(tmp_path):
@@ -192,7 +193,7 @@ def test_toolkit_states(node):
     assert got["step"]["ldconfig"] == "the libraries behind /usr/local/cuda move"
     assert got["step"]["links"] == "/usr/local/cuda is selected again after the toolkit moves"
     assert got["step"]["toolkit"] == "cuda-toolkit-13-0 13.0.2-1 is installed, 13.0.88-2 is pinned"
-    assert got["step"]["verify"] == "the toolkit or its links move"
+    assert got["step"]["verify"] == "the toolkit or its links move" and got["cuda_moves"] is True
     assert names(planned(node, True, toolkit_version="13.0.88-2")) == ["toolkit", "ldconfig", "verify"]
     # Without the environment files the role keeps no linker path, and refreshes nothing.
     for row in node["table"]:
