@@ -14,24 +14,13 @@ version_added: 0.1.0
 author:
   - blackwell.sglang maintainers (@blackwell-sglang)
 description:
-  - Renders each template file the way the M(ansible.builtin.template) action renders it (the
-    task's variables with the template variables C(ansible_managed), C(template_path) and the
-    others added, C(trim_blocks) on, C(lstrip_blocks) off, C(\n) line ends) and returns the text.
+  - Renders each template file the way the M(ansible.builtin.template) action renders it and
+    returns the text.
   - A role renders its files once with it; the text is both what its plan compares with the
     node's checksum and what M(ansible.builtin.copy) writes, so a file never differs from what
     was judged.
-  - Task options of the template action that change the output (C(lstrip_blocks),
-    C(newline_sequence), other delimiters) are not taken into account.
-options:
-  _terms:
-    description: Template files, found as the M(ansible.builtin.template) lookup finds them (the role's C(templates/) first).
-    type: list
-    elements: str
-    required: true
-  template_vars:
-    description: Variables the templates see besides the task's.
-    type: dict
-    default: {}
+extends_documentation_fragment:
+  - blackwell.sglang.rendering
 seealso:
   - plugin: blackwell.sglang.template_sha1
     plugin_type: lookup

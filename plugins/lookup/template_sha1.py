@@ -14,30 +14,18 @@ version_added: 0.1.0
 author:
   - blackwell.sglang maintainers (@blackwell-sglang)
 description:
-  - Renders each template file the way the M(ansible.builtin.template) action renders it (the
-    task's variables with the template variables C(ansible_managed), C(template_path) and the
-    others added, C(trim_blocks) on, C(lstrip_blocks) off, C(\n) line ends) and returns the
-    SHA-1 of the result, the checksum M(ansible.builtin.copy) and M(ansible.builtin.template)
-    compare with the file on the node.
-  - Task options of the template action that change the output (C(lstrip_blocks),
-    C(newline_sequence), other delimiters) are not taken into account, so compare only with files
-    a template task writes with the defaults.
+  - Renders each template file the way the M(ansible.builtin.template) action renders it and
+    returns the SHA-1 of the result, the checksum M(ansible.builtin.copy) and
+    M(ansible.builtin.template) compare with the file on the node. Compare it only with files a
+    template task writes with the defaults.
   - The collection's roles compare it with the checksum their one read of the node returned,
     and skip a template task whose file already matches, or end the role on a node where every
     file does.
   - Unlike the M(ansible.builtin.template) lookup it renders on a shallow copy of the variables,
     as the template action does, instead of a deep copy of every variable of the host for each
     file; a check of a fleet compares several files per node.
-options:
-  _terms:
-    description: Template files, found as the M(ansible.builtin.template) lookup finds them (the role's C(templates/) first).
-    type: list
-    elements: str
-    required: true
-  template_vars:
-    description: Variables the templates see besides the task's, as the M(ansible.builtin.template) lookup's option of that name.
-    type: dict
-    default: {}
+extends_documentation_fragment:
+  - blackwell.sglang.rendering
 seealso:
   - module: ansible.builtin.template
   - plugin: ansible.builtin.template
