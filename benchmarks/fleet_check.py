@@ -217,9 +217,8 @@ def main() -> int:
                              f"{'-cold' if cold else ''}.log")
                 node_files = cgroup_cpu_files(hosts[:size])
                 node_before = cgroup_cpu_seconds(node_files)
-                command = ([str(venv_bin / "ansible-playbook"), "--check", "-i", str(inventory), "--limit", limit,
-                            args.playbook] if kind == "check" else
-                           [str(venv_bin / "ansible-playbook"), "-i", str(inventory), "--limit", limit, str(ping_play)])
+                command = [str(venv_bin / "ansible-playbook"), "-i", str(inventory), "--limit", limit]
+                command += ["--check", args.playbook] if kind == "check" else [str(ping_play)]
                 res = timed_run(command, run_env, control, log)
                 node_cpu = cgroup_cpu_seconds(node_files) - node_before
                 recap = Path(res["log"]).read_text()

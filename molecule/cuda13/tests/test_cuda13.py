@@ -333,6 +333,11 @@ TAMPER = {
 }
 
 
+def _outcome(rc, report, host):
+    """A run's exit code, the table's paths it changed and the other tasks it changed."""
+    return (rc, _changed_paths(report, host), [t for t in _changed_tasks(report, host) if t not in FILES_TASKS])
+
+
 def _plan(report, host):
     return dict(_task_results(report, host))[
         "Plan the toolkit, its repository and environment from what the node holds"]["ansible_facts"]["cuda13_plan"]
@@ -352,14 +357,12 @@ def test_every_row_of_the_table_tampered_alone_is_reported_then_healed():
     for row in table:
         _exec(node, "sh", "-c", TAMPER[row["state"]].format(path=row["path"]))
         before = _snapshot(node)
-        rc, report = _playbook("--check", "--diff", "--limit", node)
-        seen = (rc, _changed_paths(report, node), [t for t in _changed_tasks(report, node) if t not in FILES_TASKS])
+        seen = _outcome(*_playbook("--check", "--diff", "--limit", node), node)
         if seen != (0, [row["path"]], []) or _snapshot(node) != before:
             problems.append(f"check of {row['path']} tampered: {seen}")
         # A row whose file the linker cache follows refreshes it too (a command: a check skips it).
-        rc, report = _playbook("--limit", node)
         extra = ["Refresh the dynamic linker cache"] if row.get("refresh") == "ldconfig" else []
-        seen = (rc, _changed_paths(report, node), [t for t in _changed_tasks(report, node) if t not in FILES_TASKS])
+        seen = _outcome(*_playbook("--limit", node), node)
         if seen != (0, [row["path"]], extra):
             problems.append(f"converge of {row['path']} tampered: {seen}")
     assert problems == []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -229,23 +231,30 @@ HANGING_TORCH = "/var/tmp/hanging-torch"
 NCCL_RECORD = "/etc/sglang/nccl-smoke.json"
 
 
+@contextmanager
+def standin_torch(host, directory, source, *leftovers):
+    """A torch package whose __init__ is source, under directory, while the block runs (a stand-in:
+    no GPU exists here); then it is removed, and the leftovers with it."""
+    host.run_expect([0], f"mkdir -p {directory}/torch && printf '%s\\n' {shlex.quote(source)} > {directory}/torch/__init__.py")
+    try:
+        yield
+    finally:
+        host.run("rm -rf " + " ".join([directory, *leftovers]))
+
+
 def test_gpus_that_cannot_all_reduce_stop_the_restart_and_put_the_unit_back(node):
     name, host = node
     if name != "sglang_service-old":
         pytest.skip("one node is enough: the path through deploy.yml is the same on both")
-    host.run_expect([0], f"mkdir -p {HANGING_TORCH}/torch && "
-                         f"echo 'import time; time.sleep(3600)' > {HANGING_TORCH}/torch/__init__.py")
     pid = host.check_output("systemctl show -p MainPID --value sglang.service")
     before = _state(host)
-    try:
+    with standin_torch(host, HANGING_TORCH, "import time; time.sleep(3600)"):
         # A new served name rewrites the unit: a restart is pending, so auto runs the test (the
         # node has 4 GPUs), and its failure must leave the running server and its unit alone.
         proc = run_playbook(CONVERGE, "--limit", name, extra_vars={
             "sglang_service_served_model_name": "renamed",
             "sglang_service_nccl_smoke_timeout": 5,
             "sglang_service_nccl_smoke_environment": {"PYTHONPATH": HANGING_TORCH}})
-    finally:
-        host.run(f"rm -rf {HANGING_TORCH}")
     assert proc.returncode == 2, proc.stdout[-5000:]
     # The smoke test's own failure, then the rescue that put the files back and failed the host.
     message = failure_message(proc, name)
@@ -289,10 +298,9 @@ def test_the_nccl_environment_reaches_the_engine_and_the_smoke_test(node):
     name, host = node
     if name != "sglang_service-old":
         pytest.skip("one node is enough: the environment is spelt the same on both")
-    host.run_expect([0], f"mkdir -p {NCCL_ENV_TORCH}/torch && printf '%s\\n' 'import os' "
-                         f"\"open('{NCCL_ENV_SEEN}', 'w').write(os.environ.get('NCCL_P2P_DISABLE', 'unset'))\" "
-                         f"\"raise ImportError('stand-in torch')\" > {NCCL_ENV_TORCH}/torch/__init__.py")
-    try:
+    source = "\n".join(["import os", f"open('{NCCL_ENV_SEEN}', 'w').write(os.environ.get('NCCL_P2P_DISABLE', 'unset'))",
+                        "raise ImportError('stand-in torch')"])
+    with standin_torch(host, NCCL_ENV_TORCH, source, NCCL_ENV_SEEN):
         # The scenario's own PYTHONPATH (the stand-in engine) with the stand-in torch after it.
         proc = run_playbook(CONVERGE, "--limit", name, extra_vars={
             "sglang_service_nccl_environment": {"NCCL_P2P_DISABLE": "1"},
@@ -310,8 +318,6 @@ def test_the_nccl_environment_reaches_the_engine_and_the_smoke_test(node):
         assert ("sglang_service_nccl_environment: 'CUDA_VISIBLE_DEVICES' is not an NCCL variable (NCCL_...); set "
                 "other variables in sglang_service_environment.") in failure_message(proc, name)
         assert _state(host) == before
-    finally:
-        host.run(f"rm -rf {NCCL_ENV_TORCH} {NCCL_ENV_SEEN}")
     # Back to the scenario's settings: the variable gone from the unit, the engine restarted.
     proc = run_playbook(CONVERGE, "--limit", name)
     assert proc.returncode == 0, proc.stdout[-5000:]
