@@ -18,13 +18,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import hashlib
 import re
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import managed
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import truthy
-
-# What every managed path is owned by.
-OWNER = {"owner": "root", "group": "root"}
 
 
 def _version_tuple(text):
@@ -109,43 +106,10 @@ def _key_problems(key, repo):
     return []
 
 
-def _file_off(row, found):
-    """Why the node's path differs from the table's row; '' when it does not."""
-    path, state = row["path"], row["state"]
-    if state == "absent":
-        return "%s is present and is removed" % path if found.get("exists") else ""
-    if not found.get("exists"):
-        return "%s is missing" % path
-    want_dir = state == "directory"
-    if found.get("islink") or found.get("isdir") != want_dir:
-        return "%s is not a %s" % (path, "directory" if want_dir else "regular file")
-    off = []
-    if not want_dir and found.get("checksum") != row["checksum"]:
-        off.append("content differs")
-    if found.get("mode") != row["mode"]:
-        off.append("mode %s, not %s" % (found.get("mode"), row["mode"]))
-    owner = "%s:%s" % (found.get("owner"), found.get("group"))
-    if owner != "%s:%s" % (OWNER["owner"], OWNER["group"]):
-        off.append("owner %s, not root:root" % owner)
-    return "%s: %s" % (path, ", ".join(off)) if off else ""
-
-
 def file_rows(files, contents, key):
-    """The table's rows in force (``enabled``), each with its content and its SHA-1: a template's
-    as rendered (``contents``, by template name), the signing key's as the read returned it."""
-    rows = []
-    for row in files:
-        if not truthy(row.get("enabled", True)):
-            continue
-        row = dict(row, **OWNER)
-        row.pop("enabled", None)
-        row.setdefault("state", "file")
-        if row["state"] == "file":
-            content = key.get("armored", "") if row.get("source") == "key" else contents[row["template"]]
-            row["content"] = content
-            row["checksum"] = hashlib.sha1(content.encode("utf-8")).hexdigest()
-        rows.append(row)
-    return rows
+    """The table's rows in force, each with its content and its SHA-1: a template's as rendered
+    (``contents``, by template name), the signing key's (``source: key``) as the read returned it."""
+    return managed.in_force(files, contents, {"key": key.get("armored", "")})
 
 
 def plan(probe, repo, inputs, files, contents, check_mode=False):
@@ -169,7 +133,7 @@ def plan(probe, repo, inputs, files, contents, check_mode=False):
     rows = file_rows(files, contents, key)
     to_write = []
     for row in rows:
-        reason = _file_off(row, paths.get(row["path"], {"exists": False}))
+        reason = managed.off(row, paths.get(row["path"], {"exists": False}))
         if reason:
             to_write.append(dict(row, reason=reason))
     packages = probe.get("packages") or {}
@@ -247,7 +211,7 @@ def plan(probe, repo, inputs, files, contents, check_mode=False):
         "steps": [] if problems else steps,
         "step": {} if problems else named,
         "files": to_write,
-        "table": [{key: value for key, value in row.items() if key not in ("content", "checksum")} for row in rows],
+        "table": managed.table(rows),
         "prerequisites": prerequisites,
         "toolkit": {"installed": version, "moves": bool(moves),
                     "judged": not prerequisites and apt_knows},

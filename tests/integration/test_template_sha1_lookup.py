@@ -54,15 +54,29 @@ def test_each_role_template_the_roles_compare_is_rendered_as_written(tmp_path):
     play_vars = {
         "cuda13_home": "/usr/local/cuda", "cuda13_repo_keyring_path": "/etc/apt/keyrings/cuda-archive-keyring.asc",
         "__cuda13_repo": {"url": "file:///srv/cuda-repo/debian12/x86_64/"},
-        "sglang_install_version": "0.5.8", "sglang_install_extras": [], "sglang_install_extra_packages": ["uv==0.9.9"],
+        "sglang_install_version": "0.5.8", "sglang_install_extras": ["a", "b"], "sglang_install_extra_packages": ["uv==0.9.9"],
         "sglang_install_requirements_lock": "", "sglang_install_constraints": ["numpy<3"],
-        "sglang_install_index_url": "", "sglang_install_extra_index_urls": [], "sglang_install_find_links": ["/srv/wheelhouse"],
-        "sglang_install_no_index": True,
-        "__sglang_install_requirement": "sglang==0.5.8",
+        "sglang_install_index_url": "", "sglang_install_extra_index_urls": ["https://mirror.example/simple"],
+        "sglang_install_find_links": ["/srv/wheelhouse"], "sglang_install_no_index": True,
     }
     for role, template in (("cuda13", "cuda13.sh.j2"), ("cuda13", "cuda13.conf.j2"), ("cuda13", "cuda.sources.j2"),
                            ("sglang_install", "requirements.txt.j2"), ("sglang_install", "constraints.txt.j2"),
-                           ("sglang_install", "sources.conf.j2"), ("sglang_install", "sources.toml.j2")):
+                           ("sglang_install", "sources.conf.j2"), ("sglang_install", "sources.toml.j2"),
+                           ("sglang_install", "uv-sources.conf.j2")):
         path = str(ROOT / "roles" / role / "templates" / template)
         written, looked_up = rendered_and_looked_up(tmp_path, path, {}, play_vars)
         assert looked_up == written, template
+
+
+def test_uv_sources_are_the_pip_sources_without_the_extra_indexes(tmp_path):
+    """uv-sources.conf.j2 renders sources.conf.j2 for uv's own install: the same file the role
+    wrote from sources.conf.j2 with its bootstrap variable, so a node converged before keeps it."""
+    play_vars = {"sglang_install_index_url": "https://mirror.example/simple",
+                 "sglang_install_extra_index_urls": ["https://extra.example/simple"],
+                 "sglang_install_find_links": ["/srv/wheelhouse"]}
+    templates = ROOT / "roles" / "sglang_install" / "templates"
+    uv = rendered_and_looked_up(tmp_path, str(templates / "uv-sources.conf.j2"), {}, play_vars)
+    before = rendered_and_looked_up(tmp_path, str(templates / "sources.conf.j2"),
+                                    {"__sglang_install_uv_bootstrap": True}, play_vars)
+    full = rendered_and_looked_up(tmp_path, str(templates / "sources.conf.j2"), {}, play_vars)
+    assert uv[0] == uv[1] == before[0] != full[0]

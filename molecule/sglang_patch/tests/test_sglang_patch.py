@@ -170,8 +170,8 @@ def test_one_restart_requested_for_the_patch(host):
 def new_release(release, *after):
     """What installing a release beside the active one changes on a node, per installer."""
     role = "blackwell.sglang.sglang_install : "
-    files = [role + "Write the install requirements", role + "Write the install constraints",
-             role + "Write the package sources", role + f"Install the pinned SGLang release {release}",
+    files = [role + "Write the install request", role + "Write the package sources",
+             role + f"Install the pinned SGLang release {release}",
              role + f"Point the active-release link at release {release}", *after]
     return {SM120: [role + "Create the release's venv with uv"] + files,
             SM90: [role + "Create the release's venv with the interpreter's venv module"] + files}

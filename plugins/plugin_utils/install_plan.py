@@ -1,0 +1,242 @@
+# -*- coding: utf-8 -*-
+# Copyright: blackwell.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the sglang_install role does on a node, decided in one place.
+
+``plan`` turns the role's one read of the node (blackwell.sglang.sglang_venv_info) into the
+settings and node problems that stop the host before anything is written, the named steps
+with the reason the node is off in each, and what each step acts on; a node that is as the
+role leaves it gets no steps. The role's settings arrive without their ``sglang_install_``
+prefix, with the paths vars/main.yml derives from them; the paths the role manages arrive as
+rows of one table (``files``, see plugin_utils/managed.py) with two columns of this role's
+own: ``phase`` (where in the run the row is written: ``account``, ``venv``, ``uv``,
+``request``, ``sources``, ``activate``) and ``installer`` (the row is in force only for that
+installer). Pure Python, no Ansible imports: the filter sglang_install_plan calls it, the unit
+tests too.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import managed
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.releases import to_prune
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.requirements import pinned_hashes
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import truthy
+
+# In a check, a row whose directory is still to be made has nowhere to be compared: the step
+# that makes the directory is what the check reports. The read tells which of them exist.
+_PHASE_NEEDS = {"uv": "uv_venv_exists", "request": "venv_exists", "sources": "venv_exists",
+                "activate": "venv_exists"}
+# torch/version.py as torch's build writes it: `cuda: Optional[str] = '13.0'` (None on CPU builds).
+_TORCH_CUDA = re.compile(r"(?m)^cuda(?:\s*:\s*[^=\n]+)?\s*=\s*['\"]([0-9.]+)['\"]")
+# A wheelhouse on the node is trusted as far as who can write it: root's, not group- or
+# world-writable, not a symbolic link (the read reports links as themselves).
+_SAFE_MODE = re.compile(r"^[0-7][0-7][0145][0145]$")
+
+
+def uv_hashes(inputs):
+    """The hashes pip requires of uv's wheel: the setting's, else the lock's line for uv."""
+    if inputs["uv_sha256"]:
+        return [str(digest).lower() for digest in inputs["uv_sha256"]]
+    return pinned_hashes(str(inputs["requirements_lock"] or ""), "uv", str(inputs["uv_version"]))
+
+
+def _in_use(releases):
+    """The releases a service runs from, or an unfinished rollout's record names."""
+    return ([r["path"] + " (running)" for r in releases if r.get("running")]
+            + [r["path"] + " (the rollback target)" for r in releases if r.get("rollback_target")])
+
+
+def problems(probe, inputs):
+    """What stops the host before anything is written, as clauses that each name their setting."""
+    version = str(inputs["version"])
+    lock = str(inputs["requirements_lock"] or "")
+    keep = str(inputs["keep_releases"])
+    found = []
+    if not re.match(r"^[0-9]+(\.[0-9]+)*([a-z0-9.+-]*)$", version):
+        found.append("sglang_install_version must be an exact release such as 0.5.23, not '%s'" % version)
+    if truthy(inputs["no_index"]) and not inputs["find_links"]:
+        found.append("sglang_install_no_index is true but sglang_install_find_links is empty; nothing could be installed")
+    if lock and not re.search(r"(?im)^\s*sglang(\[[^\]]*\])?\s*==\s*%s(\s|;|$)" % re.escape(version), lock):
+        found.append("sglang_install_requirements_lock does not pin sglang==%s (sglang_install_version); lock that "
+                     "release, with its hashes" % version)
+    if lock and (inputs["extras"] or inputs["extra_packages"]):
+        found.append("sglang_install_requirements_lock replaces the requirements the role composes: put the extras "
+                     "and sglang_install_extra_packages into the lock, with their hashes, and leave both empty")
+    if inputs["installer"] == "uv" and lock and not uv_hashes(inputs):
+        found.append("sglang_install_requirements_lock requires hashes, but uv %s, which enforces them, would be "
+                     "installed unchecked: set sglang_install_uv_sha256 to its wheel's sha256, or pin uv==%s with its "
+                     "hashes in the lock" % (inputs["uv_version"], inputs["uv_version"]))
+    bad = [digest for digest in inputs["uv_sha256"] if not re.match(r"^[0-9a-fA-F]{64}$", str(digest))]
+    if bad:
+        found.append("sglang_install_uv_sha256 must list sha256 digests (64 hexadecimal characters each), not %s"
+                     % json.dumps(bad))
+    if not re.match(r"^[1-9][0-9]*$", keep):
+        found.append("sglang_install_keep_releases must be a whole number of at least 1, not '%s'" % keep)
+    in_use = _in_use(probe.get("releases") or [])
+    if keep == "1" and in_use:
+        found.append("sglang_install_keep_releases must be at least 2 while a service uses these releases (%s): a "
+                     "rollback needs the release it goes back to beside the one installed" % ", ".join(in_use))
+    dists = probe.get("sglang_dist_infos") or []
+    if len(dists) > 1:
+        found.append("%s holds several SGLang distributions (%s); remove that release's directory and run again"
+                     % (inputs["release_dir"], ", ".join(sorted(d.rstrip("/").rsplit("/", 1)[-1] for d in dists))))
+    if not (probe.get("python") or {}).get("executable"):
+        found.append("sglang_install_python %s is not an executable on this host" % inputs["python"])
+    paths = probe.get("paths") or {}
+    active = paths.get(inputs["venv"]) or {}
+    if active.get("exists") and not active.get("islink"):
+        found.append("%s (sglang_install_venv) is not a symbolic link: it must be the link to the active release under "
+                     "%s. Move it away (or remove it) and run again, or set sglang_install_venv to another path"
+                     % (inputs["venv"], inputs["releases_dir"]))
+    unsafe = [path for path in inputs["find_links_local"] if (paths.get(path) or {}).get("exists")
+              and (paths[path].get("islink") or paths[path].get("owner") != "root"
+                   or not _SAFE_MODE.match(str(paths[path].get("mode"))))]
+    if unsafe:
+        found.append("sglang_install_find_links: %s on this node can be written by others than root (its owner, a "
+                     "group- or world-writable mode, or a symbolic link): whoever writes there chooses the wheels the "
+                     "install takes; make each a directory of root's that is not group- or world-writable"
+                     % ", ".join(unsafe))
+    return found
+
+
+def _install_argv(inputs):
+    compile_bytecode = truthy(inputs["compile_bytecode"])
+    source_args = ((["--no-index"] if truthy(inputs["no_index"]) else [])
+                   + ["--constraint", inputs["constraints_file"]]
+                   + (["--no-deps"] if truthy(inputs["no_deps"]) else [])
+                   + (["--require-hashes"] if inputs["requirements_lock"] else []))
+    python = inputs["release_dir"] + "/bin/python"
+    if inputs["installer"] == "uv":
+        head = [inputs["uv_bin"], "--config-file", inputs["sources_file"]["uv"], "pip", "install", "--python", python]
+        head += ["--compile-bytecode"] if compile_bytecode else []
+    else:
+        head = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+        head += [] if compile_bytecode else ["--no-compile"]
+    return head + source_args + ["-r", inputs["requirements_file"]]
+
+
+def _uv(inputs):
+    """How pip installs uv into its tools venv: with hashes, the one requirement and its hashes
+    come on standard input and pip refuses a wheel whose digest is not among them."""
+    hashes = uv_hashes(inputs)
+    pin = "uv==%s" % inputs["uv_version"]
+    argv = [inputs["uv_venv"] + "/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+    argv += ["--no-index"] if truthy(inputs["no_index"]) else []
+    argv += ["--require-hashes", "-r", "/dev/stdin"] if hashes else [pin]
+    return {"argv": argv, "stdin": " ".join([pin] + ["--hash=sha256:" + h for h in hashes]) if hashes else "",
+            "creates": "%s/lib/python3*/site-packages/uv-%s.dist-info/METADATA" % (inputs["uv_venv"], inputs["uv_version"])}
+
+
+def _torch(probe, inputs):
+    """torch/version.py as the read returned it (never imported): checked when the policy asks
+    and the venv's single SGLang sits next to a torch."""
+    source = probe.get("torch_version_source") or ""
+    checked = (inputs["torch_cuda_policy"] != "ignore" and len(probe.get("sglang_dist_infos") or []) == 1
+               and bool(source))
+    match = _TORCH_CUDA.search(source)
+    cuda = match.group(1) if match else ""
+    major = str(inputs["torch_cuda_major"])
+    return {
+        "checked": checked, "cuda": cuda, "ok": not checked or cuda.split(".")[0] == major,
+        "message": "torch in %s is built for CUDA '%s', not CUDA %s.x; install a CUDA %s torch (for example from "
+                   "PyTorch's cu130 index through sglang_install_extra_index_urls)"
+                   % (inputs["release_dir"], cuda or "none (CPU build)", major, major),
+    }
+
+
+def _account_off(probe, inputs):
+    user = probe.get("user") or {}
+    if not user.get("exists"):
+        return "user %s is missing" % inputs["user"]
+    found = [user.get("group"), user.get("home"), user.get("shell")]
+    want = [inputs["group"], inputs["user_home"], inputs["user_shell"]]
+    if found != want:
+        return "user %s has group, home and shell %s, not %s" % (
+            inputs["user"], ", ".join(map(str, found)), ", ".join(want))
+    return ""
+
+
+def plan(probe, inputs, files, contents, check_mode=False):
+    """The role's plan for one node from its read ``probe``: ``problems`` (stop before any
+    change), ``steps`` (``name`` and ``reason``), ``step`` (the first reason of each, by name),
+    and what the steps act on: ``files`` (the rows to write, with their content and reason),
+    ``table`` (every row in force, without content), ``install`` (the installer's ``argv`` and
+    the ``creates`` that lets a check judge a release change), ``uv`` (how uv is installed),
+    ``torch`` (its CUDA build against the wanted major) and ``prune`` (releases to remove)."""
+    installer = inputs["installer"]
+    uv = installer == "uv"
+    found_problems = problems(probe, inputs)
+    steps = []
+
+    def step(name, reason):
+        steps.append({"name": name, "reason": reason})
+
+    paths = probe.get("paths") or {}
+    rows = managed.in_force([row for row in files if row.get("installer", installer) == installer], contents)
+    to_write = []
+    for row in rows:
+        reason = managed.off(row, paths.get(row["path"]) or {"exists": False})
+        needs = _PHASE_NEEDS.get(row.get("phase"))
+        if reason and not (check_mode and needs and not probe.get(needs)):
+            to_write.append(dict(row, reason=reason))
+    venv_missing = not probe.get("venv_exists")
+    uv_venv_missing = uv and not probe.get("uv_venv_exists")
+    if inputs["packages"] and (venv_missing or uv_venv_missing):
+        step("packages", "a venv is still to be made, with %s" % ", ".join(inputs["packages"]))
+    if not (probe.get("group") or {}).get("exists"):
+        step("group", "group %s is missing" % inputs["group"])
+    account = _account_off(probe, inputs)
+    if account:
+        step("user", account)
+    if uv_venv_missing:
+        step("uv_venv", "%s is missing" % inputs["uv_venv"])
+    if uv and probe.get("uv_version") != inputs["uv_version"]:
+        step("uv", "uv %s is installed, %s is pinned" % (probe.get("uv_version"), inputs["uv_version"])
+             if probe.get("uv_version") else "uv %s is not installed" % inputs["uv_version"])
+    if venv_missing:
+        step("venv", "%s is missing" % inputs["release_dir"])
+    if not uv and not (paths.get(inputs["release_dir"] + "/bin/pip") or {}).get("exists"):
+        step("pip", "%s has no pip" % inputs["release_dir"])
+    for row in to_write:
+        step("file", row["reason"])
+    request_changes = any(row.get("phase") == "request" for row in to_write)
+    installed = probe.get("sglang_version") or ""
+    if check_mode and venv_missing:
+        pass  # in a check, the venv still to be made is what is reported
+    elif installed != inputs["version"]:
+        step("install", "SGLang %s is installed, %s is pinned" % (installed, inputs["version"]) if installed
+             else "SGLang %s is not installed" % inputs["version"])
+    elif request_changes:
+        step("install", "the request changed")
+    torch = _torch(probe, inputs)
+    if not torch["ok"]:
+        step("torch", torch["message"])
+    prune = []
+    if re.match(r"^[1-9][0-9]*$", str(inputs["keep_releases"])):
+        prune = to_prune(probe.get("releases") or [], int(inputs["keep_releases"]), inputs["release_dir"],
+                         (paths.get(inputs["venv"]) or {}).get("link") or "")
+    if prune:
+        step("prune", "beyond sglang_install_keep_releases: %s" % ", ".join(prune))
+    named = {}
+    for item in steps:
+        named.setdefault(item["name"], item["reason"])
+    return {
+        "problems": found_problems,
+        "steps": [] if found_problems else steps,
+        "step": {} if found_problems else named,
+        "files": to_write,
+        "table": managed.table(rows),
+        "install": {"argv": _install_argv(inputs),
+                    # A changed request is reported by its files; without it, a release that
+                    # is not there is what a check reports.
+                    "creates": "" if request_changes else "%s/lib/python3*/site-packages/sglang-%s.dist-info/METADATA"
+                    % (inputs["release_dir"], inputs["version"])},
+        "uv": _uv(inputs),
+        "torch": torch,
+        "prune": prune,
+    }

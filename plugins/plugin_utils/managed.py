@@ -1,0 +1,78 @@
+# -*- coding: utf-8 -*-
+# Copyright: blackwell.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A role's table of managed paths, compared with what the node holds.
+
+A row names a ``path`` and the ``state`` the role leaves it in: ``file`` (the default, with
+``mode`` and its content from ``template``, rendered once, or from a named ``source``),
+``directory`` (with ``mode``), ``link`` (to ``src``) or ``absent``. ``owner`` and ``group``
+default to root; ``enabled`` (default true) leaves a row out of force. What the node holds is
+what blackwell.sglang's readers return for a path (module_utils/file_state.path_state): never
+followed through a link, with the SHA-1 of a regular file's content. Pure Python, no Ansible
+imports: the roles' plans call it.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import truthy
+
+ROOT = {"owner": "root", "group": "root"}
+
+
+def in_force(files, contents, sources=None):
+    """The rows in force, each with ``state``, ``owner`` and ``group`` filled in and, for a file,
+    its ``content`` (``contents`` by template name, or ``sources`` by source name) and that
+    content's SHA-1 as ``checksum``."""
+    rows = []
+    for row in files:
+        if not truthy(row.get("enabled", True)):
+            continue
+        row = dict(ROOT, **row)
+        row.pop("enabled", None)
+        row.setdefault("state", "file")
+        if row["state"] == "file":
+            content = (sources or {})[row["source"]] if row.get("source") else contents[row["template"]]
+            row["content"] = content
+            row["checksum"] = hashlib.sha1(content.encode("utf-8")).hexdigest()
+        rows.append(row)
+    return rows
+
+
+def off(row, found):
+    """Why the node's path differs from the row; '' when it does not."""
+    path, state = row["path"], row["state"]
+    if state == "absent":
+        return "%s is present and is removed" % path if found.get("exists") else ""
+    if not found.get("exists"):
+        return "%s is missing" % path
+    if state == "link":
+        if not found.get("islink"):
+            return "%s is not a symbolic link" % path
+        if found.get("link") != row["src"]:
+            return "%s points at %s, not %s" % (path, found.get("link"), row["src"])
+        return _owner_off(row, found, [])
+    want_dir = state == "directory"
+    if found.get("islink") or found.get("isdir") != want_dir:
+        return "%s is not a %s" % (path, "directory" if want_dir else "regular file")
+    differences = []
+    if not want_dir and found.get("checksum") != row["checksum"]:
+        differences.append("content differs")
+    if found.get("mode") != row["mode"]:
+        differences.append("mode %s, not %s" % (found.get("mode"), row["mode"]))
+    return _owner_off(row, found, differences)
+
+
+def _owner_off(row, found, differences):
+    owner, want = "%s:%s" % (found.get("owner"), found.get("group")), "%s:%s" % (row["owner"], row["group"])
+    if owner != want:
+        differences.append("owner %s, not %s" % (owner, want))
+    return "%s: %s" % (row["path"], ", ".join(differences)) if differences else ""
+
+
+def table(rows):
+    """The rows without their content: what a plan publishes and a test tampers with."""
+    return [{key: value for key, value in row.items() if key not in ("content", "checksum")} for row in rows]

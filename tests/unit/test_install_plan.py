@@ -1,0 +1,345 @@
+"""sglang_install's plan (plugins/plugin_utils/install_plan.py) over reads of a node.
+
+The reads are blackwell.sglang.sglang_venv_info's, taken by the module's own function on venvs
+laid out under a temporary root as an install leaves them (pyvenv.cfg, the dist-info METADATA of
+SGLang and uv, torch's version.py), with the role's own table (vars/main.yml) rendered for that
+root. Each case is one node state: converged (both installers), fresh, every single drift of a
+row of the table, the account, the release, torch, old releases; then the problems that stop the
+host and the commands the plan hands to the tasks.
+"""
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+import jinja2
+import pytest
+import yaml
+
+from ansible_collections.blackwell.sglang.plugins.modules.sglang_venv_info import venv_info
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import plan, problems
+from conftest import ROOT
+
+ROLE = ROOT / "roles" / "sglang_install"
+DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+VERSION = DEFAULTS["sglang_install_version"]
+UV = DEFAULTS["sglang_install_uv_version"]
+CONTENTS = {"requirements.txt.j2": f"sglang=={VERSION}\n", "constraints.txt.j2": "# none\n",
+            "sources.toml.j2": "[pip]\n", "sources.conf.j2": "[global]\n", "uv-sources.conf.j2": "[global]\n"}
+TORCH_13 = "__version__ = '2.9.1+cu130'\ncuda: Optional[str] = '13.0'\n"
+TORCH_CPU = "__version__ = '2.9.1+cpu'\ncuda: Optional[str] = None\n"
+ACCOUNT = {"name": "sglang", "exists": True, "group": "sglang", "home": "", "shell": "/usr/sbin/nologin"}
+
+
+def _render(value, context):
+    if isinstance(value, str):
+        env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+        return env.from_string(value).render(context)
+    if isinstance(value, dict):
+        return {key: _render(item, context) for key, item in value.items()}
+    return value
+
+
+def settings(root: Path, **changes) -> dict:
+    """The role's defaults with every path under root, and changes."""
+    values = dict(DEFAULTS, sglang_install_user_home=f"{root}/var/lib/sglang",
+                  sglang_install_releases_dir=f"{root}/opt/sglang/releases",
+                  sglang_install_venv=f"{root}/opt/sglang/current", sglang_install_uv_venv=f"{root}/opt/sglang/uv")
+    values.update({f"sglang_install_{key}": value for key, value in changes.items()})
+    release = f"{values['sglang_install_releases_dir']}/{values['sglang_install_version']}"
+    values["__sglang_install_release_dir"] = release
+    for name in ("__sglang_install_uv_bin", "__sglang_install_constraints_file", "__sglang_install_requirements_file",
+                 "__sglang_install_sources_file", "__sglang_install_uv_sources_file"):
+        values[name] = _render(VARS[name], values)
+    return values
+
+
+def inputs(values: dict) -> dict:
+    """vars/main.yml's __sglang_install_inputs as Ansible would template it."""
+    got = {}
+    for key, value in VARS["__sglang_install_inputs"].items():
+        if key == "find_links_local":
+            got[key] = [link.removeprefix("file://") for link in values["sglang_install_find_links"]
+                        if link.removeprefix("file://").startswith("/")]
+        elif isinstance(value, str) and value.startswith("{{") and value.count("{{") == 1 and value.endswith("}}"):
+            got[key] = values[value[2:-2].strip()]
+        else:
+            got[key] = value
+    return got
+
+
+def table(values: dict) -> list[dict]:
+    """The role's own table (vars/main.yml's __sglang_install_files) for these settings."""
+    return [_render(row, values) for row in VARS["__sglang_install_files"]]
+
+
+def _site(venv: str) -> Path:
+    site = Path(venv) / "lib" / "python3.12" / "site-packages"
+    site.mkdir(parents=True, exist_ok=True)
+    (Path(venv) / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    return site
+
+
+def _dist(site: Path, name: str, version: str) -> None:
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def converge(values: dict, torch: str = TORCH_13, version: str = VERSION) -> None:
+    """The node as the role leaves it (owners aside: the read below reports each row's)."""
+    site = _site(values["__sglang_install_release_dir"])
+    _dist(site, "sglang", version)
+    (site / "sglang").mkdir()
+    (site / "torch").mkdir()
+    (site / "torch" / "version.py").write_text(torch)
+    if values["sglang_install_installer"] == "uv":
+        _dist(_site(values["sglang_install_uv_venv"]), "uv", UV)
+    else:
+        (Path(values["__sglang_install_release_dir"]) / "bin").mkdir()
+        (Path(values["__sglang_install_release_dir"]) / "bin" / "pip").write_text("")
+    for row in table(values):
+        if row.get("installer", values["sglang_install_installer"]) != values["sglang_install_installer"]:
+            continue
+        path = Path(row["path"])
+        if row.get("state") == "directory":
+            path.mkdir(parents=True, exist_ok=True)
+            path.chmod(int(row["mode"], 8))
+        elif row.get("state") == "link":
+            path.symlink_to(row["src"])
+        else:
+            path.write_text(CONTENTS[row["template"]])
+            path.chmod(int(row["mode"], 8))
+
+
+def read(values: dict, owners: bool = True) -> dict:
+    """sglang_venv_info's result for the node under root; each existing row reported with the
+    owner its row names (the tests run unprivileged)."""
+    rows = table(values)
+    paths = [row["path"] for row in rows] + [values["__sglang_install_release_dir"] + "/bin/pip"]
+    got = venv_info(values["__sglang_install_release_dir"], "/bin/sh", values["sglang_install_uv_venv"], paths,
+                    values["sglang_install_releases_dir"])
+    for row in rows:
+        state = got["paths"][row["path"]]
+        if state["exists"] and owners:
+            state.update(owner=row.get("owner", "root"), group=row.get("group", "root"))
+    got["user"] = dict(ACCOUNT, home=values["sglang_install_user_home"])
+    got["group"] = {"name": "sglang", "exists": True}
+    return got
+
+
+def planned(values: dict, probe: dict, check_mode: bool = False) -> dict:
+    return plan(probe, inputs(values), table(values), CONTENTS, check_mode)
+
+
+def names(got: dict) -> list[str]:
+    return [step["name"] for step in got["steps"]]
+
+
+@pytest.fixture(name="uv_node")
+def fixture_uv_node(tmp_path):
+    values = settings(tmp_path)
+    converge(values)
+    return values
+
+
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_a_converged_node_gets_no_steps_in_a_run_and_a_check(tmp_path, installer):
+    values = settings(tmp_path, installer=installer)
+    converge(values)
+    for check in (False, True):
+        got = planned(values, read(values), check)
+        assert (got["steps"], got["step"], got["files"], got["problems"], got["prune"]) == ([], {}, [], [], [])
+        assert got["torch"] == {"checked": True, "cuda": "13.0", "ok": True, "message": got["torch"]["message"]}
+    phases = [row["phase"] for row in got["table"]]
+    if installer == "uv":
+        assert phases == ["account", "venv", "uv", "request", "request", "sources", "activate"]
+    else:
+        assert phases == ["account", "venv", "request", "request", "sources", "activate"]
+    assert all("content" not in row for row in got["table"])
+
+
+def test_a_fresh_node_gets_every_step(tmp_path):
+    values = settings(tmp_path)
+    probe = read(values)
+    probe["user"], probe["group"] = {"name": "sglang", "exists": False}, {"name": "sglang", "exists": False}
+    got = planned(values, probe)
+    assert names(got) == ["packages", "group", "user", "uv_venv", "uv", "venv"] + ["file"] * 7 + ["install"]
+    assert got["step"]["uv"] == f"uv {UV} is not installed"
+    assert got["step"]["install"] == f"SGLang {VERSION} is not installed"
+    assert [row["reason"] for row in got["files"]] == [f"{row['path']} is missing" for row in got["table"]]
+    # A check leaves what the missing venvs would hold to the steps that make them.
+    got = planned(values, probe, check_mode=True)
+    assert names(got) == ["packages", "group", "user", "uv_venv", "uv", "venv", "file", "file"]
+    assert [row["phase"] for row in got["files"]] == ["account", "venv"]
+
+
+def test_every_row_drifted_alone_is_its_own_step(uv_node):
+    """Generated from the role's table: each row put off on a converged node gives exactly one
+    file step naming its path (a request file also reinstalls), in a run and in a check."""
+    for row in table(uv_node):
+        if row.get("installer", "uv") != "uv":
+            continue
+        probe = read(uv_node)
+        found = probe["paths"][row["path"]]
+        if row.get("state") == "link":
+            found["link"] = "/elsewhere"
+            reason = f"{row['path']} points at /elsewhere, not {row['src']}"
+        elif row.get("state") == "directory":
+            found["mode"] = "0700"
+            reason = f"{row['path']}: mode 0700, not {row['mode']}"
+        else:
+            found["checksum"] = "0" * 40
+            reason = f"{row['path']}: content differs"
+        for check in (False, True):
+            got = planned(uv_node, probe, check)
+            want = ["file", "install"] if row["phase"] == "request" else ["file"]
+            assert names(got) == want, row
+            assert [(f["path"], f["reason"]) for f in got["files"]] == [(row["path"], reason)]
+            assert got["install"]["creates"] == ("" if row["phase"] == "request" else got["install"]["creates"])
+
+
+def test_an_owner_a_missing_file_and_a_directory_where_a_link_belongs(uv_node):
+    probe = read(uv_node)
+    home, link = table(uv_node)[0]["path"], uv_node["sglang_install_venv"]
+    probe["paths"][home].update(owner="root", group="root")
+    probe["paths"][uv_node["__sglang_install_requirements_file"]] = {"exists": False}
+    got = planned(uv_node, probe)
+    assert [f["reason"] for f in got["files"]] == [
+        f"{home}: owner root:root, not sglang:sglang",
+        f"{uv_node['__sglang_install_requirements_file']} is missing"]
+    probe = read(uv_node)
+    probe["paths"][link] = {"exists": True, "isdir": True, "islink": False, "mode": "0755", "owner": "root",
+                            "group": "root"}
+    got = planned(uv_node, probe)
+    assert got["problems"] == [
+        f"{link} (sglang_install_venv) is not a symbolic link: it must be the link to the active release under "
+        f"{uv_node['sglang_install_releases_dir']}. Move it away (or remove it) and run again, or set "
+        "sglang_install_venv to another path"]
+    assert (got["steps"], got["step"]) == ([], {})
+
+
+def test_an_account_other_than_it_would_be_made(uv_node):
+    probe = read(uv_node)
+    probe["user"]["shell"] = "/bin/bash"
+    got = planned(uv_node, probe)
+    assert got["steps"] == [{"name": "user", "reason": (
+        f"user sglang has group, home and shell sglang, {uv_node['sglang_install_user_home']}, /bin/bash, "
+        f"not sglang, {uv_node['sglang_install_user_home']}, /usr/sbin/nologin")}]
+
+
+def test_another_release_installed_and_another_uv(tmp_path):
+    values = settings(tmp_path)
+    converge(values, version="0.5.8")
+    probe = read(values)
+    probe["uv_version"] = "0.9.0"
+    got = planned(values, probe)
+    assert got["steps"] == [{"name": "uv", "reason": f"uv 0.9.0 is installed, {UV} is pinned"},
+                            {"name": "install", "reason": f"SGLang 0.5.8 is installed, {VERSION} is pinned"}]
+    assert got["install"]["creates"] == (
+        f"{values['__sglang_install_release_dir']}/lib/python3*/site-packages/sglang-{VERSION}.dist-info/METADATA")
+
+
+def test_the_activate_setting_takes_the_link_out_of_the_table(uv_node):
+    probe = read(uv_node)
+    probe["paths"][uv_node["sglang_install_venv"]]["link"] = "/opt/sglang/releases/other"
+    assert names(planned(uv_node, probe)) == ["file"]
+    values = dict(uv_node, sglang_install_activate=False)
+    got = planned(values, probe)
+    assert got["steps"] == [] and "activate" not in [row["phase"] for row in got["table"]]
+
+
+def test_pip_installer_seeds_pip_into_a_venv_uv_made(tmp_path):
+    values = settings(tmp_path, installer="pip")
+    converge(values)
+    probe = read(values)
+    probe["paths"][values["__sglang_install_release_dir"] + "/bin/pip"] = {"exists": False}
+    got = planned(values, probe)
+    assert got["steps"] == [{"name": "pip", "reason": f"{values['__sglang_install_release_dir']} has no pip"}]
+
+
+@pytest.mark.parametrize(("policy", "source", "want"), [
+    ("warn", TORCH_CPU, ["torch"]), ("fail", TORCH_CPU, ["torch"]), ("ignore", TORCH_CPU, []),
+    ("warn", TORCH_13.replace("13.0", "12.8"), ["torch"]), ("warn", "", [])])
+def test_torch_built_for_another_cuda_major(tmp_path, policy, source, want):
+    values = settings(tmp_path, torch_cuda_policy=policy)
+    converge(values, torch=source)
+    got = planned(values, read(values))
+    assert names(got) == want
+    if want:
+        cuda = "none (CPU build)" if source == TORCH_CPU else "12.8"
+        assert got["step"]["torch"] == (
+            f"torch in {values['__sglang_install_release_dir']} is built for CUDA '{cuda}', not CUDA 13.x; install a "
+            "CUDA 13 torch (for example from PyTorch's cu130 index through sglang_install_extra_index_urls)")
+
+
+def test_old_releases_beyond_the_count_are_pruned_and_a_running_one_stays(uv_node):
+    releases = Path(uv_node["sglang_install_releases_dir"])
+    for age, name in enumerate(("0.5.1", "0.5.2", "0.5.3")):
+        _site(str(releases / name))
+        os.utime(releases / name, (1000 + age, 1000 + age))
+    got = planned(uv_node, read(uv_node))
+    # Two stay: the one installed (also the active one) and the newest of the others.
+    assert got["prune"] == [str(releases / "0.5.2"), str(releases / "0.5.1")]
+    assert got["steps"] == [{"name": "prune", "reason": "beyond sglang_install_keep_releases: " + ", ".join(got["prune"])}]
+    probe = read(uv_node)
+    for release in probe["releases"]:
+        release["running"] = release["name"] == "0.5.1"
+    got = planned(uv_node, probe)
+    assert got["prune"] == [str(releases / "0.5.2")]
+
+
+def test_every_problem_at_once_names_its_setting(uv_node):
+    probe = read(uv_node)
+    probe["python"] = {"path": "/nowhere", "exists": False, "executable": False}
+    for release in probe["releases"]:
+        release["running"] = True
+    site = _site(uv_node["__sglang_install_release_dir"])
+    _dist(site, "sglang", "0.5.9")
+    probe["sglang_dist_infos"] = venv_info(uv_node["__sglang_install_release_dir"])["sglang_dist_infos"]
+    wheelhouse = Path(uv_node["sglang_install_user_home"]).parent / "wheels"
+    probe["paths"][str(wheelhouse)] = {"exists": True, "isdir": True, "islink": False, "mode": "0777",
+                                       "owner": "root", "group": "root"}
+    values = dict(uv_node, sglang_install_version="latest", sglang_install_no_index=True, sglang_install_find_links=[],
+                  sglang_install_keep_releases=1, sglang_install_python="/nowhere",
+                  sglang_install_requirements_lock="torch==2.9.1 --hash=sha256:" + "a" * 64,
+                  sglang_install_extras=["x"], sglang_install_uv_sha256=["abc"])
+    got = plan(probe, inputs(values), table(uv_node), CONTENTS, False)
+    assert [clause.split(" ", 1)[0] for clause in got["problems"]] == [
+        "sglang_install_version", "sglang_install_no_index", "sglang_install_requirements_lock",
+        "sglang_install_requirements_lock", "sglang_install_uv_sha256", "sglang_install_keep_releases",
+        f"{uv_node['__sglang_install_release_dir']}", "sglang_install_python"]
+    assert got["problems"][4] == 'sglang_install_uv_sha256 must list sha256 digests (64 hexadecimal characters each), not ["abc"]'
+    assert (got["steps"], got["step"]) == ([], {})
+    values = dict(uv_node, sglang_install_find_links=[f"file://{wheelhouse}", "https://mirror.example/wheels/"])
+    assert problems(probe, inputs(values))[-1].startswith(f"sglang_install_find_links: {wheelhouse} on this node")
+
+
+def test_the_install_commands_hold_paths_and_switches_only(uv_node):
+    release = uv_node["__sglang_install_release_dir"]
+    got = planned(uv_node, read(uv_node))
+    assert got["install"]["argv"] == [
+        uv_node["__sglang_install_uv_bin"], "--config-file", f"{release}/blackwell-sources.toml", "pip", "install",
+        "--python", f"{release}/bin/python", "--compile-bytecode", "--constraint", f"{release}/blackwell-constraints.txt",
+        "-r", f"{release}/blackwell-requirements.txt"]
+    assert got["uv"]["argv"][-1] == f"uv=={UV}" and got["uv"]["stdin"] == ""
+    values = dict(uv_node, sglang_install_installer="pip", sglang_install_compile_bytecode=False,
+                  sglang_install_no_index="yes", sglang_install_no_deps=True,
+                  sglang_install_requirements_lock=f"sglang=={VERSION} --hash=sha256:{'a' * 64}\n"
+                                                   f"uv=={UV} --hash=sha256:{'B' * 64}\n")
+    got = planned(values, read(uv_node))
+    assert got["install"]["argv"] == [
+        f"{release}/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-compile",
+        "--no-index", "--constraint", f"{release}/blackwell-constraints.txt", "--no-deps", "--require-hashes",
+        "-r", f"{release}/blackwell-requirements.txt"]
+    assert got["uv"]["argv"][-4:] == ["--no-index", "--require-hashes", "-r", "/dev/stdin"]
+    assert got["uv"]["stdin"] == f"uv=={UV} --hash=sha256:{'b' * 64}"
+
+
+def test_the_read_is_not_changed_by_planning(uv_node):
+    probe = read(uv_node)
+    kept = copy.deepcopy(probe)
+    planned(uv_node, probe)
+    assert probe == kept
