@@ -230,6 +230,85 @@ def test_converged_release_b_is_idempotent_and_check_clean():
     assert len(restarts(SM120)) == 2
 
 
+# --- generated tamper matrix: every row of sglang_install's table -------------------------------
+
+# How each kind of row is put off on a converged node, as root.
+TAMPER = {
+    "file": "printf '# tampered\\n' >> {path}",
+    "directory": "chmod 0700 {path}",
+    "link": f"ln -sfn {RELEASES}/{RELEASE_A} {{path}}",
+}
+INSTALL_ROLE = "blackwell.sglang.sglang_install : "
+
+
+def _snapshot(name):
+    """What the role manages on the node, byte for byte: every path's type, mode, owner and link
+    target under the venvs, the releases and the account's home, and each file's checksum."""
+    return node(name).check_output(
+        "find %s %s -xdev -printf '%%p %%y %%m %%u %%g %%l\\n' | sort; find %s %s -xdev -type f -print0 | sort -z"
+        " | xargs -0 sha256sum", *(["/opt/sglang", "/var/lib/sglang"] * 2))
+
+
+def _row_outcome(report, host):
+    """The table's paths the role's looped tasks changed (or would change), and the other tasks
+    that changed on the host."""
+    paths, others = [], []
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            result = task["hosts"].get(host, {})
+            results = result.get("results") if isinstance(result.get("results"), list) else []
+            rows = [item for item in results if isinstance(item.get("item"), dict) and "phase" in item["item"]]
+            if rows:
+                paths += [item["item"]["path"] for item in rows if item.get("changed")]
+            elif result.get("changed"):
+                others.append(task["task"]["name"])
+    return paths, others
+
+
+def test_every_row_of_the_install_table_tampered_alone_is_reported_then_healed():
+    """The table comes from the plan a check publishes (sglang_install_plan, vars/main.yml's
+    __sglang_install_files as each node's settings make it): a row added there is tampered with
+    here without a new test. One row per node at a time, on both nodes (the uv node's table has
+    uv's own sources, the pip node's has not): a check reports exactly that path and changes no
+    byte; a converge heals it (a request file also runs the installer again, which finds the
+    release in place); a last converge changes nothing."""
+    pin = ("-e", f"sglang_install_version={RELEASE_B}")
+    _changed, report = playbook("converge.yml", "--check", *pin)
+    plans = {}
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            for name in (SM120, SM90):
+                facts = task["hosts"].get(name, {}).get("ansible_facts", {})
+                if "sglang_install_plan" in facts:
+                    plans[name] = facts["sglang_install_plan"]
+    tables = {name: plans[name]["table"] for name in (SM120, SM90)}
+    assert plans[SM120]["steps"] == plans[SM90]["steps"] == []
+    assert {row["state"] for row in tables[SM120]} == set(TAMPER), tables[SM120]
+    assert len(tables[SM120]) == len(tables[SM90]) + 1
+    problems = []
+    for index in range(len(tables[SM120])):
+        rows = {name: tables[name][index] for name in (SM120, SM90) if index < len(tables[name])}
+        for name, row in rows.items():
+            node(name).check_output(TAMPER[row["state"]].format(path=row["path"]))
+        before = {name: _snapshot(name) for name in rows}
+        _changed, report = playbook("converge.yml", "--check", "--diff", *pin)
+        for name, row in rows.items():
+            seen = _row_outcome(report, name)
+            if seen != ([row["path"]], []) or _snapshot(name) != before[name]:
+                problems.append(f"{name}: check of {row['path']} tampered: {seen}")
+        _changed, report = playbook("converge.yml", *pin)
+        for name, row in rows.items():
+            extra = [f"{INSTALL_ROLE}Install the pinned SGLang release {RELEASE_B}"] if row["phase"] == "request" else []
+            seen = _row_outcome(report, name)
+            if seen != ([row["path"]], extra):
+                problems.append(f"{name}: converge of {row['path']} tampered: {seen}")
+    assert problems == []
+    changed, _report = playbook("converge.yml", *pin)
+    assert changed == {SM120: [], SM90: []}
+    assert_patched(probe(SM120))
+    assert len(restarts(SM120)) == 2
+
+
 def test_unknown_installer_is_refused_before_any_change():
     before = probe(SM90)
     changed, report = playbook(
