@@ -23,9 +23,11 @@ description:
     the run. A host is V(not judged) when a check found no drift on it but passed a decision
     check mode cannot judge; its reason names the first.
   - Drift found on a host before it failed stays in its report.
-  - Tasks check mode cannot judge (a task that runs only when C(ansible_check_mode) is false,
-    a command skipped in check mode, a failure under C(ignore_errors)) are listed as not
-    judged, not as drift; task warnings with the prefix C(hardware:) or C(note:) are listed
+  - Tasks check mode cannot judge are listed as not judged, not as drift - a task tagged
+    C(not_judged_in_check) that a check skips on its last C(when) condition (its check-mode
+    guard, every condition before it held), a module that skips itself in check mode (the
+    command module without C(creates)), a failure under C(ignore_errors) or rescued. A task
+    skipped in a check without the tag is an ordinary skip, whatever its condition says; task warnings with the prefix C(hardware:) or C(note:) are listed
     beside them as notes, which leave a host V(ok). Handlers that the drift would notify are listed as consequences.
   - The verdicts come from the task results Ansible hands to callbacks, never from printed
     output; for C(no_log) tasks that is the censored result, which keeps C(changed).
@@ -176,6 +178,7 @@ class CallbackModule(CallbackBase):
             "ignore_errors": bool(ignore_errors),
             "any_errors_fatal": bool(task.any_errors_fatal),
             "loop": isinstance(res.get("results"), list),
+            "check_guard": drift.check_guard(getattr(task, "tags", None), getattr(task, "when", None)),
             "res": drift.slim_result(res, getattr(task, "args", None)),
         })
 

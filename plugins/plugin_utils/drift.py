@@ -46,6 +46,21 @@ REASON_WIDTH = 160
 RESULT_KEYS = ("changed", "diff", "msg", "false_condition", "skip_reason", "censored", "name",
                "state", "enabled", "masked", "item", "_ansible_item_label", "dest", "warnings")
 
+# The tag that marks a task check mode cannot judge. Such a task puts the condition that keeps it
+# out of a check (`not ansible_check_mode`, or one the role's plan makes false only in a check)
+# last in its `when`: a check that skips it on that condition, all the others having held, lists
+# it as not judged. An untagged task skipped in a check is an ordinary skip, whatever its
+# condition says.
+NOT_JUDGED_TAG = "not_judged_in_check"
+
+
+def check_guard(tags, conditions) -> str:
+    """The check-mode guard of a task: its last condition when it carries NOT_JUDGED_TAG, else ''."""
+    if NOT_JUDGED_TAG not in list(tags or []) or not conditions:
+        return ""
+    return str(list(conditions)[-1])
+
+
 # Warnings with these prefixes are notes beside a host's verdict, never drift: "hardware: " a
 # fact about the node's hardware no playbook can change (playbooks/preflight.yml's PCIe checks),
 # "note: " a state the run leaves alone on purpose (sglang_service_info: an engine still loading
@@ -247,10 +262,15 @@ def describe_change(action: str, res: dict) -> tuple[str, str]:
     return f"{short_action} would change (the module reports no diff)", ""
 
 
-def not_judged_reason(res: dict) -> str | None:
-    """Why a skipped result is a task check mode could not judge; None for an ordinary skip."""
+def not_judged_reason(res: dict, guard: str = "") -> str | None:
+    """Why a skipped result is a task check mode could not judge; None for an ordinary skip.
+
+    ``guard`` is the check-mode guard of a task marked NOT_JUDGED_TAG (its last condition, see
+    ``check_guard``): skipped on exactly that condition, every condition before it held, and
+    only the run being a check kept the task from running. A module that skips itself in a
+    check says so in its message (the command module's "would have run if not in check mode")."""
     condition = str(res.get("false_condition", ""))
-    if "ansible_check_mode" in condition:
+    if guard and condition == guard:
         return f"runs only outside check mode (when: {condition})"
     msg = str(res.get("msg", ""))
     if "check mode" in msg:
@@ -271,7 +291,8 @@ class DriftCollector:
     ``play_start`` (play_id, play, selected: every host the play selects with the limit
     applied, batch: the hosts of the batch starting now, max_fail_percentage),
     ``result`` (kind: ok, failed, skipped, unreachable, item_ok, item_failed or item_skipped;
-    host, task, role, action, path, handler, ignore_errors, any_errors_fatal, loop, res),
+    host, task, role, action, path, handler, ignore_errors, any_errors_fatal, loop, res, and
+    check_guard: the condition of a task marked NOT_JUDGED_TAG that only a check makes false),
     ``no_hosts_remaining`` (the strategy stopped the batch),
     ``unstarted_play`` (play_id, play, selected or None where it could not be resolved), and
     ``stats`` (processed, failures, dark: the play recap's counters).
@@ -406,7 +427,7 @@ class DriftCollector:
             finding = Finding(task, action, reason, changed_path, item)
             (report.handlers if event.get("handler") else report.drift).append(finding)
         elif kind in ("skipped", "item_skipped"):
-            why = not_judged_reason(res)
+            why = not_judged_reason(res, event.get("check_guard") or "")
             if why:
                 report.not_judged.append(Finding(task, action, why, "", item))
 

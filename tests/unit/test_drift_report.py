@@ -54,12 +54,12 @@ def test_a_run_stopped_by_max_fail_percentage_keeps_drift_and_names_who_stopped_
         # c drifted, then failed: its drift stays in the report.
         "c": ("failed", ""),
         # d's batch never started.
-        "d": ("not checked", f"the run stopped after c failed 'Stop where asked' in play "
+        "d": ("not checked", f"the run stopped after c failed 'gate : Stop where asked' in play "
                              f"'{CONVERGE}' (max_fail_percentage: 0)"),
     }
     for name in "abc":
         assert pairs(report, name) == drift_of(name), name
-    assert pairs(report, "c", "failures") == [("Stop where asked", "c broke during the converge")]
+    assert pairs(report, "c", "failures") == [("gate : Stop where asked", "c broke during the converge")]
     assert pairs(report, "d") == []
     # The handler the drift notifies is a consequence, not drift; c failed before handlers ran.
     assert [f["label"] for f in hosts["a"]["handlers_that_would_run"]] == ["Restart the service"]
@@ -75,7 +75,7 @@ def test_a_run_stopped_by_max_fail_percentage_keeps_drift_and_names_who_stopped_
     }
     text = drift.render_text(report)
     assert ("d     -                                   NOT CHECKED: the run stopped after c failed "
-            "'Stop where asked'") in text
+            "'gate : Stop where asked'") in text
     assert text.endswith("4 host(s): 0 ok, 3 with drift (12 task result(s)), 1 failed, "
                          "0 unreachable, 1 not checked, 0 not judged; 2 task(s) not judged in check mode.")
 
@@ -154,8 +154,14 @@ def test_check_mode_skips_are_not_judged_and_ordinary_skips_are_ignored():
         result("skipped", "h1", "Optional", {"false_condition": "x is defined",
                                              "skip_reason": "Conditional result was False"}),
         result("item_skipped", "h1", "Per item",
-               {"false_condition": "not ansible_check_mode", "item": 1, "_ansible_item_label": 1}),
+               {"false_condition": "not ansible_check_mode", "item": 1, "_ansible_item_label": 1},
+               check_guard="not ansible_check_mode"),
         result("skipped", "h1", "Per item", {"msg": "All items skipped"}, loop=True),
+        # Not marked: an ordinary skip, though its condition names check mode.
+        result("skipped", "h1", "Unmarked", {"false_condition": "not ansible_check_mode"}),
+        # Marked, but skipped on a condition before its guard: its plan did not ask for it.
+        result("skipped", "h1", "Not asked", {"false_condition": "'step' in plan"},
+               check_guard="not ansible_check_mode"),
         stats("h1"),
     ])
     assert pairs(report, "h1", "not_judged") == [
@@ -175,6 +181,16 @@ def test_check_mode_skips_are_not_judged_and_ordinary_skips_are_ignored():
     assert text.endswith("1 host(s): 0 ok, 0 with drift (0 task result(s)), 0 failed, 0 unreachable, "
                          "0 not checked, 1 not judged; 2 task(s) not judged in check mode.")
     assert "| h1 | not judged | 0 | 2 | check mode could not judge" in drift.render_markdown(report)
+
+
+def test_the_guard_is_the_marked_tasks_last_condition():
+    assert drift.check_guard(["x", drift.NOT_JUDGED_TAG], ["'step' in plan", "not ansible_check_mode"]) == (
+        "not ansible_check_mode")
+    assert drift.check_guard(["x"], ["'step' in plan", "not ansible_check_mode"]) == ""
+    assert drift.check_guard([drift.NOT_JUDGED_TAG], []) == ""
+    assert drift.not_judged_reason({"false_condition": "plan.judged"}, "plan.judged") == (
+        "runs only outside check mode (when: plan.judged)")
+    assert drift.not_judged_reason({"false_condition": "not ansible_check_mode"}) is None
 
 
 def test_a_drifting_host_stays_drift_and_a_real_run_is_never_not_judged():
