@@ -27,18 +27,22 @@ description:
     C(not_judged_in_check) that a check skips on its last C(when) condition (its check-mode
     guard, every condition before it held), a module that skips itself in check mode (the
     command module without C(creates)), a failure under C(ignore_errors) or rescued. A task
-    skipped in a check without the tag is an ordinary skip, whatever its condition says; task warnings with the prefix C(hardware:) or C(note:) are listed
-    beside them as notes, which leave a host V(ok). Handlers that the drift would notify are listed as consequences.
+    skipped in a check without the tag is an ordinary skip, whatever its condition says.
+    Handlers that the drift would notify are listed as consequences.
   - The verdicts come from the task results Ansible hands to callbacks, never from printed
     output; for C(no_log) tasks that is the censored result, which keeps C(changed).
   - At the end of the run it prints the table, and writes the report as JSON and Markdown
     where configured. The report's C(summary.exit_code) is what C(tools/drift-report)
     exits with, V(0) every selected host was checked, judged and is clean, V(1) drift, V(2) a
     host failed, was unreachable, was not checked or was not judged.
-  - Each host's last NCCL all-reduce smoke test is reported as C(nccl_smoke), with its bus
-    bandwidth, from the fact C(sglang_service_nccl_smoke_report) in the run's results. The test
-    sets it in a converge; in a check, which does not run the test again,
-    C(blackwell.sglang.sglang_service_info) returns it from the report the test left on the node.
+  - Per-host notes come through one channel, the fact C(blackwell_sglang_notes) in any task
+    result (M(ansible.builtin.set_fact), or a module's C(ansible_facts)) - a dictionary of
+    topics, each a string or a list of strings. The last value of a topic in the run stands; an
+    empty one or null removes it. Notes are listed beside a host's verdict (JSON C(notes)) and
+    never change it - this collection's roles note the preflight's PCIe findings (C(pcie)), the
+    last NCCL all-reduce smoke test (C(nccl_smoke), which C(blackwell.sglang.sglang_service_info)
+    returns in a check from the record the test left on the node) and an engine still loading
+    its model (C(engine)). Any role or play can use it.
 requirements:
   - Enable it by name, C(callbacks_enabled = blackwell.sglang.drift_report) in
     C(ansible.cfg) or C(ANSIBLE_CALLBACKS_ENABLED=blackwell.sglang.drift_report).

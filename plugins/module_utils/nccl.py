@@ -231,6 +231,19 @@ def summarize(report):
     }
 
 
+def note(report):
+    """The drift report's note on a host's last smoke test (the fact sglang_service_nccl_smoke_report:
+    ran, passed, msg, busbw_gbps, world_size), or None when it measured nothing (no torch)."""
+    if not isinstance(report, dict) or not (report.get("ran") or report.get("passed") is False):
+        return None
+    if report.get("passed"):
+        if report.get("busbw_gbps") is None:
+            return "passed"
+        return "passed: %s GB/s bus bandwidth over %s GPUs" % (report["busbw_gbps"], report.get("world_size") or "?")
+    # The failure itself, without the likely causes the module's message appends.
+    return "FAILED: %s" % (str(report.get("msg") or "no reason recorded").split(". Likely causes: ", maxsplit=1)[0])
+
+
 def failure_message(report=None, timed_out=False, timeout=None, rc=None, stderr=None):
     """The reason a run failed, in words, or None when it passed."""
     if timed_out:

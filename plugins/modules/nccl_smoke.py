@@ -130,6 +130,13 @@ summary:
     busbw_gbps: 243.9
     busbw_bytes: 268435456
     by_size: {"268435456": 243.9}
+note:
+  description: >-
+    The line the drift report shows for this test (the role sets it as the topic C(nccl_smoke)
+    of the fact C(blackwell_sglang_notes)); null when nothing was run.
+  returned: always
+  type: str
+  sample: "passed: 243.9 GB/s bus bandwidth over 2 GPUs"
 seconds:
   description: Wall-clock seconds the test took.
   returned: always
@@ -185,12 +192,13 @@ def main():
     )
     if result["torch_missing"]:
         result["msg"] = "%s cannot import torch: nothing was run" % params["python"]
-        module.exit_json(**result)
+        module.exit_json(note=None, **result)
     reason = nccl.failure_message(report, outcome["timed_out"], params["timeout"],
                                   outcome["rc"], outcome["stderr"])
     result["passed"] = reason is None
     if report is not None and report["results"]:
         result["summary"] = nccl.summarize(report)
+    result["note"] = nccl.note(dict(result["summary"] or {}, ran=True, passed=result["passed"], msg=reason))
     if reason is None:
         result["msg"] = "%d GPUs, busbw %s GB/s at %s bytes" % (
             report["world_size"], result["summary"]["busbw_gbps"], result["summary"]["busbw_bytes"])

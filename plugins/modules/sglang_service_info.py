@@ -53,16 +53,17 @@ options:
       - Seconds an engine may take to load its model after its main process started (the health
         gate's timeout). With O(health_url), an active service that does not answer 200 yet is
         reported as C(loading) in RV(phase) while its last start is younger than this, and as
-        C(unhealthy) after; the module then also warns, with the prefix C(note:) the drift
-        report shows beside a host's verdict, how long it has been loading.
+        C(unhealthy) after; the module then also warns how long it has been loading, and notes
+        it for the drift report (the topic C(engine) of the fact C(blackwell_sglang_notes)).
       - Unset, any answer but 200 is C(unhealthy).
     type: int
   nccl_report:
     description:
       - A JSON file holding the report of the last NCCL all-reduce smoke test, as the role
         C(blackwell.sglang.sglang_service) writes it before a restart. It is returned as the
-        fact C(sglang_service_nccl_smoke_report), so that a check run and the drift report see
-        the last measured bus bandwidth without running the test again.
+        fact C(sglang_service_nccl_smoke_report), and its line as the topic C(nccl_smoke) of the
+        fact C(blackwell_sglang_notes), so that a check run and the drift report see the last
+        measured bus bandwidth without running the test again.
     type: path
 attributes:
   check_mode:
@@ -162,9 +163,16 @@ release:
       sample: /opt/sglang/releases/0.5.8
 ansible_facts:
   description: Facts this call sets.
-  returned: when O(nccl_report) is set
+  returned: when O(nccl_report) or O(health_url) is set
   type: dict
   contains:
+    blackwell_sglang_notes:
+      description: >-
+        The notes the drift report shows beside the host's verdict - C(engine) (an engine still
+        loading its model, with O(health_url); null otherwise) and C(nccl_smoke) (the last smoke
+        test's line, with O(nccl_report); null when it measured nothing).
+      type: dict
+      sample: {engine: null, nccl_smoke: "passed: 297.2 GB/s bus bandwidth over 2 GPUs"}
     sglang_service_nccl_smoke_report:
       description: >-
         The last NCCL smoke test's report read from O(nccl_report) (C(ran), C(passed), C(msg),
@@ -219,7 +227,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
 from ansible.module_utils.urls import open_url
-from ansible_collections.blackwell.sglang.plugins.module_utils import file_state
+from ansible_collections.blackwell.sglang.plugins.module_utils import file_state, nccl
 from ansible_collections.blackwell.sglang.plugins.module_utils.systemd_unit import PROPERTIES, engine_phase, parse_show, summarise
 
 
@@ -285,19 +293,26 @@ def main():
     if module.params["health_url"] and result["active_state"] == "active":
         health = _health(module.params["health_url"], module.params["health_timeout"])
     result["health"] = health
+    facts, notes = {}, {}
     if module.params["health_url"]:
         phase, loading = engine_phase(result, health["status"], time.time(), module.params["loading_timeout"])
         result["phase"] = phase
+        notes["engine"] = None
         if loading is not None:
             result["loading"] = loading
-            module.warn("note: %s has been loading for %d s of the %d s it is given (/health: %s); a converge"
-                        " waits for it rather than restarting it for its health" % (
-                            unit, loading["elapsed"], module.params["loading_timeout"],
-                            health["status"] or health["error"] or "no answer"))
+            notes["engine"] = ("%s has been loading for %d s of the %d s it is given (/health: %s); a converge"
+                               " waits for it rather than restarting it for its health" % (
+                                   unit, loading["elapsed"], module.params["loading_timeout"],
+                                   health["status"] or health["error"] or "no answer"))
+            module.warn("note: " + notes["engine"])
     if module.params["release_link"]:
         result["release"] = _release(module.params["release_link"], result["main_pid"])
     if module.params["nccl_report"]:
-        result["ansible_facts"] = {"sglang_service_nccl_smoke_report": _nccl_report(module.params["nccl_report"])}
+        facts["sglang_service_nccl_smoke_report"] = _nccl_report(module.params["nccl_report"])
+        notes["nccl_smoke"] = nccl.note(facts["sglang_service_nccl_smoke_report"])
+    if notes:
+        facts["blackwell_sglang_notes"] = notes
+        result["ansible_facts"] = facts
     module.exit_json(changed=False, **result)
 
 

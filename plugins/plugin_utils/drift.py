@@ -35,7 +35,7 @@ UNREACHABLE = "unreachable"
 NOT_CHECKED = "not checked"
 # Checked to the end without drift, but with a decision check mode could not judge (a task
 # skipped because the run is a check, a failure the check ignored or rescued): not `ok`, since a
-# real run could still change or fail there. Notes (NOTE_PREFIXES) are no such decision.
+# real run could still change or fail there. Notes (NOTES_FACT) are no such decision.
 NOT_JUDGED = "not judged"
 STATUSES = (OK, DRIFT, FAILED, UNREACHABLE, NOT_CHECKED, NOT_JUDGED)
 
@@ -44,7 +44,7 @@ REASON_WIDTH = 160
 # The keys of a task result the reduction reads. The callback keeps only these in the events
 # it records, so an event log holds no module output beyond what the report itself shows.
 RESULT_KEYS = ("changed", "diff", "msg", "false_condition", "skip_reason", "censored", "name",
-               "state", "enabled", "masked", "item", "_ansible_item_label", "dest", "warnings")
+               "state", "enabled", "masked", "item", "_ansible_item_label", "dest")
 
 # The tag that marks a task check mode cannot judge. Such a task puts the condition that keeps it
 # out of a check (`not ansible_check_mode`, or one the role's plan makes false only in a check)
@@ -61,19 +61,12 @@ def check_guard(tags, conditions) -> str:
     return str(list(conditions)[-1])
 
 
-# Warnings with these prefixes are notes beside a host's verdict, never drift: "hardware: " a
-# fact about the node's hardware no playbook can change (playbooks/preflight.yml's PCIe checks),
-# "note: " a state the run leaves alone on purpose (sglang_service_info: an engine still loading
-# its model). Any role or module can use "note: ".
-HARDWARE_WARNING = "hardware: "
-NOTE_WARNING = "note: "
-NOTE_PREFIXES = (HARDWARE_WARNING, NOTE_WARNING)
-
-# The fact that carries the last NCCL smoke test of a host: set by the test itself
-# (roles/sglang_service/tasks/nccl_smoke.yml) and by sglang_service_info, which reads the
-# report the test left on the node; and the part of it the report shows.
-NCCL_FACT = "sglang_service_nccl_smoke_report"
-NCCL_KEYS = ("ran", "passed", "busbw_gbps", "world_size", "msg")
+# The one channel for per-host notes: a task result whose facts hold this fact (set_fact, or a
+# module's ansible_facts) gives the host a note per topic, a string or a list of strings (the
+# preflight's PCIe findings, the NCCL smoke test's bus bandwidth, an engine still loading its
+# model). The last value of a topic in the run stands; an empty one or null removes it. Notes sit
+# beside a host's verdict and never change it.
+NOTES_FACT = "blackwell_sglang_notes"
 
 # apt's simulated transaction ("prepared" in its diff) names its plan under these headings.
 _APT_HEADINGS = (
@@ -92,12 +85,9 @@ def slim_result(res, task_args=None) -> dict:
     if not isinstance(res, dict):
         return {}
     out = {key: res[key] for key in RESULT_KEYS if key in res}
-    if "warnings" in out:
-        out["warnings"] = [_warning_text(w) for w in out["warnings"] or []]
     facts = res.get("ansible_facts")
-    if isinstance(facts, dict) and NCCL_FACT in facts:
-        nccl = facts[NCCL_FACT]
-        out["nccl_smoke"] = slim_nccl(nccl) if isinstance(nccl, dict) else None
+    if isinstance(facts, dict) and isinstance(facts.get(NOTES_FACT), dict):
+        out["notes"] = {str(topic): _note_lines(note) for topic, note in facts[NOTES_FACT].items()}
     # A file module run in check mode may not echo its dest; the arguments it ran with do, and
     # failing those, the task's own (templated by then, unless the task loops).
     for args in ((res.get("invocation") or {}).get("module_args"), task_args):
@@ -107,14 +97,13 @@ def slim_result(res, task_args=None) -> dict:
     return json.loads(json.dumps(out, default=str))
 
 
-def _warning_text(warning) -> str:
-    """A warning's text: ansible-core 2.19 and later keep warnings as objects with an event."""
-    event = getattr(warning, "event", None)
-    if event is not None and getattr(event, "msg", None) is not None:
-        return str(event.msg)
-    if isinstance(warning, dict) and "msg" in warning:
-        return str(warning["msg"])
-    return str(warning)
+def _note_lines(note) -> list:
+    """A note as lines: a string is one, a list holds one each; nothing is none."""
+    if note is None or note == "":
+        return []
+    if isinstance(note, (list, tuple)):
+        return [" ".join(str(line).split()) for line in note if str(line).strip()]
+    return [" ".join(str(note).split())]
 
 
 @dataclass
@@ -296,7 +285,7 @@ class DriftCollector:
     ``no_hosts_remaining`` (the strategy stopped the batch),
     ``unstarted_play`` (play_id, play, selected or None where it could not be resolved), and
     ``stats`` (processed, failures, dark: the play recap's counters).
-    A result whose facts carry the NCCL smoke test's report (``res.nccl_smoke``) sets the host's.
+    A result whose facts carry NOTES_FACT (``res.notes``) sets the host's notes, topic by topic.
     """
 
     def __init__(self) -> None:
@@ -312,7 +301,7 @@ class DriftCollector:
         self._batch_failures: list = []
         self._batch_stopped = False
         self._stop_reason = ""
-        self._nccl: dict[str, dict] = {}
+        self._notes: dict[str, dict] = {}
 
     def host(self, name: str) -> HostReport:
         if name not in self.hosts:
@@ -391,8 +380,13 @@ class DriftCollector:
         action = event.get("action") or ""
         path = event.get("path") or ""
         item = _item_label(res) if kind.startswith("item_") else None
-        if "nccl_smoke" in res and kind in ("ok", "failed"):
-            self._nccl[name] = res["nccl_smoke"]
+        if isinstance(res.get("notes"), dict) and kind in ("ok", "failed"):
+            notes = self._notes.setdefault(name, {})
+            for topic, lines in res["notes"].items():
+                if lines:
+                    notes[topic] = list(lines)
+                else:
+                    notes.pop(topic, None)
 
         if kind in ("failed", "unreachable") and not event.get("ignore_errors"):
             unreachable = kind == "unreachable"
@@ -414,9 +408,6 @@ class DriftCollector:
         if event.get("loop") and kind in ("ok", "skipped"):
             return
         if kind in ("ok", "item_ok"):
-            for warning in res.get("warnings") or []:
-                if str(warning).startswith(NOTE_PREFIXES):
-                    report.not_judged.append(Finding(task, action, str(warning), "", item))
             if not res.get("changed"):
                 return
             if "censored" in res:
@@ -482,11 +473,10 @@ class DriftCollector:
                 failures = []
                 reason = self._unchecked_reason(name)
                 status = NOT_CHECKED if reason else DRIFT if report.drift else OK
-                gaps = [f for f in not_judged if not f.reason.startswith(NOTE_PREFIXES)]
-                if status == OK and self.check_mode and gaps:
+                if status == OK and self.check_mode and not_judged:
                     status = NOT_JUDGED
-                    reason = (f"check mode could not judge {len(gaps)} decision(s), the first "
-                              f"'{gaps[0].label}': {gaps[0].reason}")
+                    reason = (f"check mode could not judge {len(not_judged)} decision(s), the first "
+                              f"'{not_judged[0].label}': {not_judged[0].reason}")
             verdicts[name] = HostReport(name, status, reason, report.drift, not_judged, failures,
                                         report.handlers)
         hosts = {name: verdicts[name] for name in sorted(verdicts)}
@@ -525,33 +515,12 @@ class DriftCollector:
                     "not_judged": [_finding_dict(f) for f in r.not_judged],
                     "failures": [_finding_dict(f) for f in r.failures],
                     "handlers_that_would_run": [_finding_dict(f) for f in r.handlers],
-                    # The last NCCL smoke test this host ran (from the run's results), or None.
-                    "nccl_smoke": self._nccl.get(name),
+                    # The host's notes by topic (NOTES_FACT), each a list of lines.
+                    "notes": self._notes.get(name, {}),
                 }
                 for name, r in hosts.items()
             },
         }
-
-
-def slim_nccl(report: dict) -> dict:
-    """The NCCL smoke test's report, cut to what the drift report shows."""
-    return json.loads(json.dumps({key: report.get(key) for key in NCCL_KEYS}, default=str))
-
-
-def _nccl_rows(report: dict) -> list[tuple[str, str, str]]:
-    rows = []
-    for name, host in report["hosts"].items():
-        nccl = host.get("nccl_smoke")
-        # A test that never ran (no torch in the venv) measured nothing worth a row.
-        if not nccl or not (nccl.get("ran") or nccl.get("passed") is False):
-            continue
-        if nccl.get("busbw_gbps") is not None:
-            measured = f"{nccl['busbw_gbps']} GB/s over {nccl.get('world_size') or '?'} GPUs"
-        else:
-            measured = "-"
-        verdict = {True: "passed", False: "FAILED"}.get(nccl.get("passed"), "did not run")
-        rows.append((name, measured, verdict if nccl.get("passed") else f"{verdict}: {_short(str(nccl.get('msg') or ''))}"))
-    return rows
 
 
 def incomplete_report() -> dict:
@@ -588,8 +557,7 @@ def _rows(report: dict) -> list[tuple[str, str, str]]:
 
 
 def _not_judged_rows(report: dict) -> list[tuple[str, str, str]]:
-    # One row per task and reason: hosts share a row only where they share the reason (each
-    # node's hardware notes name its own GPUs).
+    # One row per task and reason: hosts share a row only where they share the reason.
     tasks: dict[tuple[str, str], list] = {}
     for name, host in report["hosts"].items():
         for finding in host["not_judged"]:
@@ -597,6 +565,11 @@ def _not_judged_rows(report: dict) -> list[tuple[str, str, str]]:
             if name not in hosts:
                 hosts.append(name)
     return [(label, _host_list(hosts), why) for (label, why), hosts in tasks.items()]
+
+
+def _notes_rows(report: dict) -> list[tuple[str, str, str]]:
+    return [(name, topic, line) for name, host in report["hosts"].items()
+            for topic, lines in (host.get("notes") or {}).items() for line in lines]
 
 
 def _host_list(hosts: list) -> str:
@@ -633,11 +606,11 @@ def render_text(report: dict) -> str:
         out.append("")
         out.append("Not judged in check mode:")
         out.append(_text_table(("TASK", "HOSTS", "WHY"), nj))
-    nccl = _nccl_rows(report)
-    if nccl:
+    notes = _notes_rows(report)
+    if notes:
         out.append("")
-        out.append("NCCL all-reduce bus bandwidth, from each host's last smoke test:")
-        out.append(_text_table(("HOST", "BUS BANDWIDTH", "RESULT"), nccl))
+        out.append("Notes:")
+        out.append(_text_table(("HOST", "TOPIC", "NOTE"), notes))
     out.append("")
     out.append(summary_line(report))
     return "\n".join(out)
@@ -673,11 +646,10 @@ def render_markdown(report: dict) -> str:
     if nj:
         out += ["", "## Not judged in check mode", "", "| task | hosts | why |", "|---|---|---|"]
         out += [f"| {_md_cell(t)} | {_md_cell(h)} | {_md_cell(w)} |" for t, h, w in nj]
-    nccl = _nccl_rows(report)
-    if nccl:
-        out += ["", "## NCCL all-reduce, from each host's last smoke test", "",
-                "| host | bus bandwidth | result |", "|---|---|---|"]
-        out += [f"| {_md_cell(h)} | {_md_cell(b)} | {_md_cell(r)} |" for h, b, r in nccl]
+    notes = _notes_rows(report)
+    if notes:
+        out += ["", "## Notes", "", "| host | topic | note |", "|---|---|---|"]
+        out += [f"| {_md_cell(h)} | {_md_cell(t)} | {_md_cell(n)} |" for h, t, n in notes]
     return "\n".join(out) + "\n"
 
 

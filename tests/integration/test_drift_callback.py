@@ -15,6 +15,7 @@ import subprocess
 
 import pytest
 
+from ansible_collections.blackwell.sglang.plugins.module_utils import nccl
 from conftest import ROOT, VENV_BIN, ansible_env, copy_as_collection
 
 PLAYBOOK = ROOT / "tests" / "fixtures" / "drift" / "check.yml"
@@ -157,25 +158,34 @@ def test_ansible_doc_renders_the_callback():
         assert text in proc.stdout, text
 
 
-def test_the_last_nccl_smoke_test_of_each_host_comes_from_its_results(work):
-    """The report takes each host's last NCCL smoke test from the fact that carries it in the
-    run's results (sglang_service_info returns it in a check, read from the node's record), the
-    same through the callback and the CLI, with no row for a host whose test never ran."""
+def test_notes_of_each_host_come_from_the_notes_fact_in_its_results(work):
+    """The report takes each host's notes from the fact blackwell_sglang_notes in the run's
+    results, topic by topic, the last value standing (the NCCL smoke test's line as the role and
+    sglang_service_info set it, from the module_utils function both use), the same through the
+    callback and the CLI; a host with notes only is ok, and one whose test measured nothing has
+    no note."""
     measured = {
         "a": {"ran": True, "passed": True, "msg": "2 GPUs all-reduced", "world_size": 2,
               "busbw_gbps": 297.2, "by_size": {"268435456": 297.2}},
-        "b": {"ran": True, "passed": False, "msg": "the NCCL all-reduce did not finish within 60 s and was killed (a hang)",
-              "world_size": 8, "busbw_gbps": None},
-        # The lab's venvs hold no torch: nothing measured, nothing to show.
+        "b": {"ran": True, "passed": False, "world_size": 8, "busbw_gbps": None,
+              "msg": "the NCCL all-reduce did not finish within 60 s and was killed (a hang). Likely causes: the IOMMU"},
+        # The lab's venvs hold no torch: nothing measured, nothing to note.
         "c": {"ran": False, "passed": None, "msg": "cannot import torch"},
     }
-    playbook = work / "nccl.yml"
+    lines = {name: nccl.note(report) for name, report in measured.items()}
+    assert lines == {"a": "passed: 297.2 GB/s bus bandwidth over 2 GPUs",
+                     "b": "FAILED: the NCCL all-reduce did not finish within 60 s and was killed (a hang)",
+                     "c": None}
+    playbook = work / "notes.yml"
     playbook.write_text(
         "- name: Read the nodes\n  hosts: all\n  gather_facts: false\n  tasks:\n"
-        "    - name: Read the NCCL record\n      ansible.builtin.set_fact:\n"
-        "        sglang_service_nccl_smoke_report: \"{{ measured[inventory_hostname] | default(none) }}\"\n")
-    extra = ["-e", INTERPRETER, "-e", json.dumps({"measured": measured}), "--limit", "a,b,c,d"]
-    out = work / "nccl-out"
+        "    - name: Note a finding that a later task replaces\n      ansible.builtin.set_fact:\n"
+        "        blackwell_sglang_notes: {nccl_smoke: stale, pcie: [\"GPU0: persistence mode is off\"]}\n"
+        "      when: inventory_hostname == 'a'\n"
+        "    - name: Note the NCCL smoke test\n      ansible.builtin.set_fact:\n"
+        "        blackwell_sglang_notes: {nccl_smoke: \"{{ lines[inventory_hostname] | default(none) }}\"}\n")
+    extra = ["-e", INTERPRETER, "-e", json.dumps({"lines": lines}), "--limit", "a,b,c,d"]
+    out = work / "notes-out"
     out.mkdir()
     proc = subprocess.run(
         ["ansible-playbook", "-i", str(work / "hosts.ini"), str(playbook), "--check", "--diff", *extra],
@@ -191,14 +201,12 @@ def test_the_last_nccl_smoke_test_of_each_host_comes_from_its_results(work):
     report, markdown = json.loads((out / "p.json").read_text()), (out / "p.md").read_text()
     assert (cli.returncode, json.loads((out / "c.json").read_text()), (out / "c.md").read_text()) == (0, report, markdown)
     assert cli.stdout.strip() in proc.stdout
-    assert {h: v["nccl_smoke"] for h, v in report["hosts"].items()} == {
-        "a": {"ran": True, "passed": True, "msg": "2 GPUs all-reduced", "world_size": 2, "busbw_gbps": 297.2},
-        "b": {"ran": True, "passed": False, "world_size": 8, "busbw_gbps": None,
-              "msg": "the NCCL all-reduce did not finish within 60 s and was killed (a hang)"},
-        "c": {"ran": False, "passed": None, "msg": "cannot import torch", "world_size": None, "busbw_gbps": None},
-        "d": None,
+    assert {h: (v["status"], v["notes"]) for h, v in report["hosts"].items()} == {
+        "a": ("ok", {"nccl_smoke": [lines["a"]], "pcie": ["GPU0: persistence mode is off"]}),
+        "b": ("ok", {"nccl_smoke": [lines["b"]]}),
+        "c": ("ok", {}),
+        "d": ("ok", {}),
     }
-    assert ("| a | 297.2 GB/s over 2 GPUs | passed |\n"
-            "| b | - | FAILED: the NCCL all-reduce did not finish within 60 s and was killed (a hang) |\n") in markdown
-    assert "| c |" not in markdown.split("## NCCL all-reduce")[1]
-    assert "a     297.2 GB/s over 2 GPUs  passed" in cli.stdout
+    assert (f"| a | nccl_smoke | {lines['a']} |\n| a | pcie | GPU0: persistence mode is off |\n"
+            f"| b | nccl_smoke | {lines['b']} |\n") in markdown
+    assert f"a     nccl_smoke  {lines['a']}" in cli.stdout

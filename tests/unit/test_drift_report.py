@@ -208,79 +208,67 @@ def test_a_drifting_host_stays_drift_and_a_real_run_is_never_not_judged():
 
 
 HW_TASK = "Warn about PCIe links, peer-to-peer, persistence and the IOMMU"
-
-
-def test_hardware_warnings_are_notes_never_drift():
-    """The preflight's PCIe findings arrive as task warnings prefixed "hardware: "; other
-    warnings are not the report's business."""
-    h1 = ["hardware: GPU6, GPU7: persistence mode is off", "hardware: GPU5 Gen4 x8 of Gen5 x16"]
-    h2 = ["hardware: GPU6, GPU7: persistence mode is off"]
-    report = drift.replay([
-        start(), play(hosts=("h1", "h2", "h3")),
-        result("ok", "h1", HW_TASK, {"changed": False, "msg": "found", "warnings": h1 + ["Module did not set no_log"]},
-               action="ansible.builtin.debug"),
-        result("ok", "h2", HW_TASK, {"changed": False, "msg": "found", "warnings": h2}, action="ansible.builtin.debug"),
-        result("skipped", "h3", HW_TASK, {"false_condition": "__sglang_preflight_pcie_findings | length > 0"}),
-        stats("h1", "h2", "h3"),
-    ])
-    assert pairs(report, "h1", "not_judged") == [(HW_TASK, h1[0]), (HW_TASK, h1[1])]
-    assert pairs(report, "h2", "not_judged") == [(HW_TASK, h2[0])]
-    assert pairs(report, "h3", "not_judged") == []
-    assert [report["hosts"][h]["status"] for h in ("h1", "h2", "h3")] == ["ok", "ok", "ok"]
-    assert report["summary"]["drifted_hosts"] == 0
-    assert report["summary"]["exit_code"] == drift.EXIT_CLEAN
-    # Hosts share a row only where they share the note: each row names its own GPUs.
-    assert drift.render_text(report).splitlines()[:6] == [
-        "No drift.",
-        "",
-        "Not judged in check mode:",
-        "TASK                                                            HOSTS   WHY",
-        f"{HW_TASK}  h1, h2  hardware: GPU6, GPU7: persistence mode is off",
-        f"{HW_TASK}  h1      hardware: GPU5 Gen4 x8 of Gen5 x16",
-    ]
-    markdown = drift.render_markdown(report)
-    assert f"| {HW_TASK} | h1, h2 | hardware: GPU6, GPU7: persistence mode is off |" in markdown
-    assert f"| {HW_TASK} | h1 | hardware: GPU5 Gen4 x8 of Gen5 x16 |" in markdown
-
-
 STATE_TASK = "sglang_service : Read the state of sglang"
 
 
-def test_an_engine_loading_its_model_is_a_note_never_drift():
-    """sglang_service_info warns "note: ..." for an engine still loading within its time: the
-    host is ok, with the note beside it; the exit status is the clean one."""
-    note = ("note: sglang.service has been loading for 42 s of the 1200 s it is given (/health: 503); a converge"
-            " waits for it instead of restarting it")
+def notes(**topics) -> dict:
+    return {"ansible_facts": {drift.NOTES_FACT: topics}}
+
+
+def test_notes_sit_beside_the_verdict_and_never_change_it():
+    """Any task's result that carries the notes fact gives its host notes, topic by topic: the
+    preflight's PCIe findings (a list), an engine still loading (a string). Warnings are not the
+    report's business, whatever their prefix."""
+    h1 = ["GPU6, GPU7: persistence mode is off", "GPU5 Gen4 x8 of Gen5 x16"]
+    loading = "sglang.service has been loading for 42 s of the 1200 s it is given (/health: 503)"
     report = drift.replay([
-        start(), play(hosts=("h1", "h2")),
-        result("ok", "h1", STATE_TASK, {"changed": False, "warnings": [note]},
+        start(), play(hosts=("h1", "h2", "h3")),
+        result("ok", "h1", HW_TASK, drift.slim_result({"changed": False, **notes(pcie=h1),
+                                                       "warnings": ["hardware: " + h1[0], "note: x"]}),
+               action="ansible.builtin.set_fact"),
+        result("ok", "h2", HW_TASK, drift.slim_result({"changed": False, **notes(pcie=h1[0])}),
+               action="ansible.builtin.set_fact"),
+        result("skipped", "h3", HW_TASK, {"false_condition": "__sglang_preflight_pcie_findings | length > 0"}),
+        result("ok", "h2", STATE_TASK, drift.slim_result({"changed": False, **notes(engine=loading, nccl_smoke=None)}),
                action="blackwell.sglang.sglang_service_info"),
-        result("ok", "h2", STATE_TASK, {"changed": False}, action="blackwell.sglang.sglang_service_info"),
-        stats("h1", "h2"),
+        stats("h1", "h2", "h3"),
     ])
-    assert pairs(report, "h1", "not_judged") == [(STATE_TASK, note)]
-    assert [report["hosts"][h]["status"] for h in ("h1", "h2")] == ["ok", "ok"]
+    hosts = report["hosts"]
+    assert {h: hosts[h]["notes"] for h in hosts} == {
+        "h1": {"pcie": h1}, "h2": {"pcie": [h1[0]], "engine": [loading]}, "h3": {}}
+    assert [hosts[h]["status"] for h in ("h1", "h2", "h3")] == ["ok", "ok", "ok"]
+    assert all(hosts[h]["not_judged"] == [] for h in hosts)
     assert report["summary"]["exit_code"] == drift.EXIT_CLEAN
-    assert f"{STATE_TASK}  h1     {note}" in drift.render_text(report).splitlines()
+    assert drift.render_text(report).splitlines()[:7] == [
+        "No drift.",
+        "",
+        "Notes:",
+        "HOST  TOPIC   NOTE",
+        f"h1    pcie    {h1[0]}",
+        f"h1    pcie    {h1[1]}",
+        f"h2    pcie    {h1[0]}",
+    ]
+    markdown = drift.render_markdown(report)
+    assert f"| h2 | engine | {loading} |" in markdown.split("## Notes")[1]
 
 
-class _Event:
-    def __init__(self, msg):
-        self.msg = msg
+def test_the_last_value_of_a_topic_stands_and_an_empty_one_removes_it():
+    report = drift.replay([
+        start(), play(hosts=("h1",)),
+        result("ok", "h1", "Test", drift.slim_result(notes(nccl_smoke="FAILED: a hang", engine="loading"))),
+        result("ok", "h1", "Test again", drift.slim_result(notes(nccl_smoke="passed: 297.2 GB/s", engine=""))),
+        # A skipped task's facts are no note.
+        result("skipped", "h1", "Not run", drift.slim_result(notes(other="x"))),
+        stats("h1"),
+    ])
+    assert report["hosts"]["h1"]["notes"] == {"nccl_smoke": ["passed: 297.2 GB/s"]}
 
 
-class _Warning:
-    """Shaped like ansible-core 2.19's WarningSummary: the text sits in its event."""
-
-    def __init__(self, msg):
-        self.event = _Event(msg)
-
-
-def test_slim_result_keeps_warnings_as_text():
-    slim = drift.slim_result({"changed": False, "stdout": "x",
-                              "warnings": [_Warning("hardware: GPU0: persistence mode is off"), "plain",
-                                           {"msg": "as a dict"}]})
-    assert slim == {"changed": False, "warnings": ["hardware: GPU0: persistence mode is off", "plain", "as a dict"]}
+def test_slim_result_keeps_the_notes_as_lines_and_no_warnings():
+    slim = drift.slim_result({"changed": False, "stdout": "x", "warnings": ["hardware: GPU0: persistence mode is off"],
+                              "ansible_facts": {drift.NOTES_FACT: {"a": "one  line\n", "b": ["x", "", "y"], "c": None},
+                                                "other": 1}})
+    assert slim == {"changed": False, "notes": {"a": ["one line"], "b": ["x", "y"], "c": []}}
 
 
 def test_failed_host_exits_two_and_an_ignored_failure_is_not_judged():
