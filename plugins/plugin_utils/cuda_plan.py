@@ -203,15 +203,7 @@ def plan(probe, repo, inputs, files, contents, check_mode=False):
     if truthy(inputs["driver_manage"]):
         # The driver's own state (installed against loaded module) is read by its steps only.
         step("driver", "cuda13_driver_manage is on")
-    named = {}
-    for item in steps:
-        named.setdefault(item["name"], item["reason"])
-    return {
-        "problems": problems,
-        "steps": [] if problems else steps,
-        "step": {} if problems else named,
-        "files": to_write,
-        "table": managed.table(rows),
+    return dict(managed.plan_head(problems, steps, to_write, rows), **{
         "prerequisites": prerequisites,
         "toolkit": {"installed": version, "moves": bool(moves),
                     "judged": not prerequisites and apt_knows},
@@ -220,4 +212,4 @@ def plan(probe, repo, inputs, files, contents, check_mode=False):
         "links": links,
         "nvcc": nvcc_ok,
         "cuda_moves": cuda_moves,
-    }
+    })

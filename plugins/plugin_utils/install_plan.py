@@ -222,15 +222,7 @@ def plan(probe, inputs, files, contents, check_mode=False):
                          (paths.get(inputs["venv"]) or {}).get("link") or "")
     if prune:
         step("prune", "beyond sglang_install_keep_releases: %s" % ", ".join(prune))
-    named = {}
-    for item in steps:
-        named.setdefault(item["name"], item["reason"])
-    return {
-        "problems": found_problems,
-        "steps": [] if found_problems else steps,
-        "step": {} if found_problems else named,
-        "files": to_write,
-        "table": managed.table(rows),
+    return dict(managed.plan_head(found_problems, steps, to_write, rows), **{
         "install": {"argv": _install_argv(inputs),
                     # A changed request is reported by its files; without it, a release that
                     # is not there is what a check reports.
@@ -239,4 +231,4 @@ def plan(probe, inputs, files, contents, check_mode=False):
         "uv": _uv(inputs),
         "torch": torch,
         "prune": prune,
-    }
+    })

@@ -73,6 +73,17 @@ def _owner_off(row, found, differences):
     return "%s: %s" % (row["path"], ", ".join(differences)) if differences else ""
 
 
+def plan_head(problems, steps, files, rows):
+    """What every role's plan starts with: ``problems``; ``steps`` (none while there are
+    problems) and ``step``, the first reason of each step by name; ``files``, the rows to write;
+    ``table``, every row in force without its content."""
+    named = {}
+    for item in steps:
+        named.setdefault(item["name"], item["reason"])
+    return {"problems": problems, "steps": [] if problems else steps, "step": {} if problems else named,
+            "files": files, "table": table(rows)}
+
+
 def table(rows):
     """The rows without their content: what a plan publishes and a test tampers with."""
     return [{key: value for key, value in row.items() if key not in ("content", "checksum")} for row in rows]
