@@ -13,6 +13,7 @@ __metaclass__ = type
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -229,6 +230,25 @@ def summarize(report):
         "busbw_bytes": largest["bytes"] if largest else None,
         "by_size": dict((str(entry["bytes"]), entry["busbw_gbps"]) for entry in results),
     }
+
+
+# NCCL before 2.31 fails collectives of 512 KiB and more with an illegal memory access on
+# RTX PRO 6000 Blackwell GPUs (compute capability 12) talking over PCIe: reported for 2.26.2 and
+# not reproducible with 2.31.2 (NVIDIA/nccl#2418).
+NCCL_FIXED_FOR_CC12 = (2, 31)
+
+
+def version_finding(version, capability_majors):
+    """What is wrong with the NCCL VERSION the smoke test reported on GPUs of these compute
+    capability majors, in words naming the remedy; None when nothing is."""
+    if not version or 12 not in [int(major) for major in capability_majors or []]:
+        return None
+    parts = tuple(int(part) for part in re.findall(r"\d+", str(version))[:3])
+    if not parts or parts >= NCCL_FIXED_FOR_CC12:
+        return None
+    return ("NCCL %s in the release is older than 2.31, which on compute capability 12 GPUs fails collectives of "
+            "512 KiB and more with an illegal memory access (NVIDIA/nccl#2418); install a newer nvidia-nccl-cu13 "
+            "into the release through sglang_install_extra_packages (for example nvidia-nccl-cu13==2.32.3)" % version)
 
 
 def note(report):

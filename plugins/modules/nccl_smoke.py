@@ -56,6 +56,13 @@ options:
         the module's own environment.
     type: dict
     default: {}
+  capability_majors:
+    description:
+      - The compute capability majors of the node's GPUs (gpu_facts' C(capability_majors)), against
+        which RV(nccl_finding) judges the NCCL version the test reports.
+    type: list
+    elements: int
+    default: []
   fail_on_error:
     description:
       - Fail when the test hangs, fails or returns a wrong sum. With C(false) the module reports
@@ -130,6 +137,14 @@ summary:
     busbw_gbps: 243.9
     busbw_bytes: 268435456
     by_size: {"268435456": 243.9}
+nccl_finding:
+  description: >-
+    What is wrong with the NCCL version the test reported on GPUs of O(capability_majors), naming
+    the remedy (before 2.31 on compute capability 12, NVIDIA/nccl#2418); null when nothing is or
+    nothing was run. It does not fail the module.
+  returned: always
+  type: str
+  sample: null
 note:
   description: >-
     The line the drift report shows for this test (the role sets it as the topic C(nccl_smoke)
@@ -162,6 +177,7 @@ def main():
             warmup=dict(type="int", default=5),
             timeout=dict(type="int", default=nccl.DEFAULT_TIMEOUT),
             environment=dict(type="dict", default={}),
+            capability_majors=dict(type="list", elements="int", default=[]),
             fail_on_error=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
@@ -192,13 +208,14 @@ def main():
     )
     if result["torch_missing"]:
         result["msg"] = "%s cannot import torch: nothing was run" % params["python"]
-        module.exit_json(note=None, **result)
+        module.exit_json(note=None, nccl_finding=None, **result)
     reason = nccl.failure_message(report, outcome["timed_out"], params["timeout"],
                                   outcome["rc"], outcome["stderr"])
     result["passed"] = reason is None
     if report is not None and report["results"]:
         result["summary"] = nccl.summarize(report)
     result["note"] = nccl.note(dict(result["summary"] or {}, ran=True, passed=result["passed"], msg=reason))
+    result["nccl_finding"] = nccl.version_finding((report or {}).get("nccl"), params["capability_majors"])
     if reason is None:
         result["msg"] = "%d GPUs, busbw %s GB/s at %s bytes" % (
             report["world_size"], result["summary"]["busbw_gbps"], result["summary"]["busbw_bytes"])

@@ -1,0 +1,83 @@
+"""sglang_service's smoke-test tasks judging the NCCL version the test reports, on localhost.
+
+No multi-GPU NCCL can run here, so the release's interpreter is a stand-in (a script, named as
+such) that prints what the real payload printed on a host with two H200s
+(tests/fixtures/nccl/ubuntu2404-h200x2/direct.stdout: torch 2.11.0+cu130 with NCCL 2.28.9): the
+module reads it through the same interface, the payload's standard output. The GPU facts the
+role is given say which compute capability the node has. NCCL before 2.31 on compute capability
+12 is the finding (NVIDIA/nccl#2418), under sglang_service_nccl_version_policy.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.blackwell.sglang.plugins.module_utils import nccl
+from conftest import ROOT, local_play_tasks
+
+RECORDED = ROOT / "tests" / "fixtures" / "nccl" / "ubuntu2404-h200x2" / "direct.stdout"
+FINDING = ("NCCL 2.28.9 in the release is older than 2.31, which on compute capability 12 GPUs fails collectives "
+           "of 512 KiB and more with an illegal memory access (NVIDIA/nccl#2418); install a newer nvidia-nccl-cu13 "
+           "into the release through sglang_install_extra_packages (for example nvidia-nccl-cu13==2.32.3)")
+WARN_TASK = "Warn about an NCCL that fails large collectives on these GPUs"
+FAIL_TASK = "Refuse an NCCL that fails large collectives on these GPUs"
+KEEP_TASK = "Keep the measured bus bandwidth as a fact"
+
+
+def test_the_recorded_nccl_is_a_finding_on_compute_capability_12_only():
+    version = nccl.parse_report(RECORDED.read_text())["nccl"]
+    assert version == "2.28.9"
+    assert nccl.version_finding(version, [12]) == FINDING
+    assert nccl.version_finding(version, ["12", 9]) == FINDING
+    assert nccl.version_finding(version, [9]) is None
+    assert nccl.version_finding(version, []) is None
+    for fixed in ("2.31.2", "2.32.3", "3.0"):
+        assert nccl.version_finding(fixed, [12]) is None, fixed
+    assert nccl.version_finding("2.30.7", [12]).startswith("NCCL 2.30.7 in the release is older than 2.31")
+    assert nccl.version_finding(None, [12]) is None
+
+
+def smoke_tasks(tmp_path: Path, majors: list, *args: str, expect_rc: int = 0) -> dict:
+    """Run tasks/nccl_smoke.yml with the stand-in interpreter; {task name: result}."""
+    venv = tmp_path / "release"
+    (venv / "bin").mkdir(parents=True, exist_ok=True)
+    standin = venv / "bin" / "python"
+    standin.write_text(f"#!/bin/sh\n# Stand-in for a GPU node's NCCL run: the real payload's recorded output.\n"
+                       f"cat {RECORDED}\n")
+    standin.chmod(0o755)
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"name": "Run the smoke test tasks of sglang_service", "ansible.builtin.include_role": {
+            "name": "blackwell.sglang.sglang_service", "tasks_from": "nccl_smoke"}}]}]
+    extra = {"sglang_service_venv": str(venv), "sglang_service_env_file": str(tmp_path / "etc" / "sglang.env"),
+             "sglang_service_gpu": {"present": True, "count": 2, "capability_majors": majors}}
+    (tmp_path / "etc").mkdir(exist_ok=True)
+    tasks = local_play_tasks(tmp_path, play, "-e", json.dumps(extra), *args, expect_rc=expect_rc)
+    return {name.split(" : ", 1)[-1]: result for name, result in tasks}
+
+
+def test_an_old_nccl_on_compute_capability_12_is_warned_about_and_noted(tmp_path):
+    tasks = smoke_tasks(tmp_path, [12])
+    assert tasks["Run the NCCL all-reduce smoke test with the venv's torch"]["nccl_finding"] == FINDING
+    assert tasks[WARN_TASK]["msg"] == f"WARNING: sglang_service: {FINDING}"
+    assert tasks[FAIL_TASK]["skipped"] is True
+    notes = tasks[KEEP_TASK]["ansible_facts"]["blackwell_sglang_notes"]
+    assert notes == {"nccl_smoke": "passed: 297.2 GB/s bus bandwidth over 2 GPUs", "nccl_version": FINDING}
+    assert json.loads((tmp_path / "etc" / "nccl-smoke.json").read_text())["nccl"] == "2.28.9"
+
+
+def test_the_fail_policy_stops_the_host_with_the_remedy(tmp_path):
+    tasks = smoke_tasks(tmp_path, [12], "-e", "sglang_service_nccl_version_policy=fail", expect_rc=2)
+    assert tasks[FAIL_TASK]["failed"] is True
+    assert tasks[FAIL_TASK]["msg"] == (
+        f"sglang_service: {FINDING} (sglang_service_nccl_version_policy: fail). sglang was not restarted.")
+    assert tasks[WARN_TASK]["skipped"] is True
+    assert tasks[KEEP_TASK]["ansible_facts"]["blackwell_sglang_notes"]["nccl_version"] is None
+
+
+@pytest.mark.parametrize(("majors", "policy"), [([9], "warn"), ([12], "ignore")])
+def test_other_gpus_or_the_ignore_policy_say_nothing(tmp_path, majors, policy):
+    tasks = smoke_tasks(tmp_path, majors, "-e", f"sglang_preflight_pcie_policy={policy}")
+    assert tasks[WARN_TASK]["skipped"] is True and tasks[FAIL_TASK]["skipped"] is True
+    assert tasks[KEEP_TASK]["ansible_facts"]["blackwell_sglang_notes"]["nccl_version"] is None
