@@ -84,7 +84,9 @@ _value:
       description: The first reason of each step, by step name.
       type: dict
     files:
-      description: The table's rows the node differs from, each with its C(content), C(checksum) and C(reason).
+      description: >-
+        The table's rows the node differs from, each with its C(checksum) and C(reason); not their
+        content, which may hold credentials (the role writes the rendered template).
       type: list
       elements: dict
     table:

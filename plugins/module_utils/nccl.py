@@ -246,9 +246,11 @@ def version_finding(version, capability_majors):
     parts = tuple(int(part) for part in re.findall(r"\d+", str(version))[:3])
     if not parts or parts >= NCCL_FIXED_FOR_CC12:
         return None
-    return ("NCCL %s in the release is older than 2.31, which on compute capability 12 GPUs fails collectives of "
-            "512 KiB and more with an illegal memory access (NVIDIA/nccl#2418); install a newer nvidia-nccl-cu13 "
-            "into the release through sglang_install_extra_packages (for example nvidia-nccl-cu13==2.32.3)" % version)
+    return ("NCCL %s, which the release's torch loads, is older than 2.31, and NCCL before 2.31 fails collectives "
+            "of 512 KiB and more on compute capability 12 GPUs with an illegal memory access (NVIDIA/nccl#2418); "
+            "torch pins its nvidia-nccl-cu13 exactly, so the remedy is a torch build that ships NCCL 2.31 or newer, "
+            "pinned in the release through sglang_install_extra_packages or the lock (PyPI has nvidia-nccl-cu13 "
+            "2.32.3)" % version)
 
 
 def note(report):

@@ -65,6 +65,14 @@ options:
         fact C(blackwell_sglang_notes), so that a check run and the drift report see the last
         measured bus bandwidth without running the test again.
     type: path
+  nccl_capability_majors:
+    description:
+      - The compute capability majors of the node's GPUs. With O(nccl_report), the NCCL version
+        the last smoke test reported is judged against them (before 2.31 on compute capability
+        12, NVIDIA/nccl#2418), and a finding is noted as the topic C(nccl_version).
+    type: list
+    elements: int
+    default: []
 attributes:
   check_mode:
     support: full
@@ -169,8 +177,9 @@ ansible_facts:
     blackwell_sglang_notes:
       description: >-
         The notes the drift report shows beside the host's verdict - C(engine) (an engine still
-        loading its model, with O(health_url); null otherwise) and C(nccl_smoke) (the last smoke
-        test's line, with O(nccl_report); null when it measured nothing).
+        loading its model, with O(health_url); null otherwise), C(nccl_smoke) (the last smoke
+        test's line, with O(nccl_report); null when it measured nothing) and C(nccl_version) (what
+        is wrong with the NCCL it reported, on GPUs of O(nccl_capability_majors); null when nothing is).
       type: dict
       sample: {engine: null, nccl_smoke: "passed: 297.2 GB/s bus bandwidth over 2 GPUs"}
     sglang_service_nccl_smoke_report:
@@ -277,6 +286,7 @@ def main():
             release_link=dict(type="path"),
             loading_timeout=dict(type="int"),
             nccl_report=dict(type="path"),
+            nccl_capability_majors=dict(type="list", elements="int", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -310,6 +320,8 @@ def main():
     if module.params["nccl_report"]:
         facts["sglang_service_nccl_smoke_report"] = _nccl_report(module.params["nccl_report"])
         notes["nccl_smoke"] = nccl.note(facts["sglang_service_nccl_smoke_report"])
+        notes["nccl_version"] = nccl.version_finding((facts["sglang_service_nccl_smoke_report"] or {}).get("nccl"),
+                                                     module.params["nccl_capability_majors"])
     if notes:
         facts["blackwell_sglang_notes"] = notes
         result["ansible_facts"] = facts

@@ -42,7 +42,8 @@ STATUSES = (OK, DRIFT, FAILED, UNREACHABLE, NOT_CHECKED, NOT_JUDGED)
 REASON_WIDTH = 160
 
 # The keys of a task result the reduction reads. The callback keeps only these in the events
-# it records, so an event log holds no module output beyond what the report itself shows.
+# it records, so an event log holds no module output beyond these (a loop's `item` whole: the
+# roles loop over rows without file content, and no_log results are kept censored).
 RESULT_KEYS = ("changed", "diff", "msg", "false_condition", "skip_reason", "censored", "name",
                "state", "enabled", "masked", "item", "_ansible_item_label", "dest")
 
@@ -261,6 +262,10 @@ def not_judged_reason(res: dict, guard: str = "") -> str | None:
     condition = str(res.get("false_condition", ""))
     if guard and condition == guard:
         return f"runs only outside check mode (when: {condition})"
+    # A marked no_log task's skip hides the condition it was skipped on: a real run could have
+    # run it, so it is counted as not judged rather than passed over.
+    if guard and "censored" in res:
+        return f"runs only outside check mode (when: {guard}; no_log hides whether that was the condition)"
     msg = str(res.get("msg", ""))
     if "check mode" in msg:
         return _short(msg)

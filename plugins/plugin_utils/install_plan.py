@@ -164,7 +164,8 @@ def _account_off(probe, inputs):
 def plan(probe, inputs, files, contents, check_mode=False):
     """The role's plan for one node from its read ``probe``: ``problems`` (stop before any
     change), ``steps`` (``name`` and ``reason``), ``step`` (the first reason of each, by name),
-    and what the steps act on: ``files`` (the rows to write, with their content and reason),
+    and what the steps act on: ``files`` (the rows to write, with their checksum and reason, not
+    their content),
     ``table`` (every row in force, without content), ``install`` (the installer's ``argv`` and
     the ``creates`` that lets a check judge a release change), ``uv`` (how uv is installed),
     ``torch`` (its CUDA build against the wanted major) and ``prune`` (releases to remove)."""
@@ -183,7 +184,9 @@ def plan(probe, inputs, files, contents, check_mode=False):
         reason = managed.off(row, paths.get(row["path"]) or {"exists": False})
         needs = _PHASE_NEEDS.get(row.get("phase"))
         if reason and not (check_mode and needs and not probe.get(needs)):
-            to_write.append(dict(row, reason=reason))
+            # Without its content, which may hold credentials (a source URL, a requirement's):
+            # the write takes it from the rendered templates, which are no_log where they do.
+            to_write.append(dict({key: value for key, value in row.items() if key != "content"}, reason=reason))
     venv_missing = not probe.get("venv_exists")
     uv_venv_missing = uv and not probe.get("uv_venv_exists")
     if inputs["packages"] and (venv_missing or uv_venv_missing):

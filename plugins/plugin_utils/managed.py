@@ -74,14 +74,14 @@ def _owner_off(row, found, differences):
 
 
 def plan_head(problems, steps, files, rows):
-    """What every role's plan starts with: ``problems``; ``steps`` (none while there are
-    problems) and ``step``, the first reason of each step by name; ``files``, the rows to write;
+    """What every role's plan starts with: ``problems``; ``steps`` and ``files`` (the rows to
+    write), none while there are problems; ``step``, the first reason of each step by name;
     ``table``, every row in force without its content."""
     named = {}
     for item in steps:
         named.setdefault(item["name"], item["reason"])
     return {"problems": problems, "steps": [] if problems else steps, "step": {} if problems else named,
-            "files": files, "table": table(rows)}
+            "files": [] if problems else files, "table": table(rows)}
 
 
 def table(rows):

@@ -18,9 +18,11 @@ from ansible_collections.blackwell.sglang.plugins.module_utils import nccl
 from conftest import ROOT, local_play_tasks
 
 RECORDED = ROOT / "tests" / "fixtures" / "nccl" / "ubuntu2404-h200x2" / "direct.stdout"
-FINDING = ("NCCL 2.28.9 in the release is older than 2.31, which on compute capability 12 GPUs fails collectives "
-           "of 512 KiB and more with an illegal memory access (NVIDIA/nccl#2418); install a newer nvidia-nccl-cu13 "
-           "into the release through sglang_install_extra_packages (for example nvidia-nccl-cu13==2.32.3)")
+FINDING = ("NCCL 2.28.9, which the release's torch loads, is older than 2.31, and NCCL before 2.31 fails "
+           "collectives of 512 KiB and more on compute capability 12 GPUs with an illegal memory access "
+           "(NVIDIA/nccl#2418); torch pins its nvidia-nccl-cu13 exactly, so the remedy is a torch build that ships "
+           "NCCL 2.31 or newer, pinned in the release through sglang_install_extra_packages or the lock (PyPI has "
+           "nvidia-nccl-cu13 2.32.3)")
 WARN_TASK = "Warn about an NCCL that fails large collectives on these GPUs"
 FAIL_TASK = "Refuse an NCCL that fails large collectives on these GPUs"
 KEEP_TASK = "Keep the measured bus bandwidth as a fact"
@@ -35,7 +37,7 @@ def test_the_recorded_nccl_is_a_finding_on_compute_capability_12_only():
     assert nccl.version_finding(version, []) is None
     for fixed in ("2.31.2", "2.32.3", "3.0"):
         assert nccl.version_finding(fixed, [12]) is None, fixed
-    assert nccl.version_finding("2.30.7", [12]).startswith("NCCL 2.30.7 in the release is older than 2.31")
+    assert nccl.version_finding("2.30.7", [12]).startswith("NCCL 2.30.7, which the release's torch loads, is older")
     assert nccl.version_finding(None, [12]) is None
 
 
@@ -73,7 +75,7 @@ def test_the_fail_policy_stops_the_host_with_the_remedy(tmp_path):
     assert tasks[FAIL_TASK]["msg"] == (
         f"sglang_service: {FINDING} (sglang_service_nccl_version_policy: fail). sglang was not restarted.")
     assert tasks[WARN_TASK]["skipped"] is True
-    assert tasks[KEEP_TASK]["ansible_facts"]["blackwell_sglang_notes"]["nccl_version"] is None
+    assert tasks[KEEP_TASK]["ansible_facts"]["blackwell_sglang_notes"]["nccl_version"] == FINDING
 
 
 @pytest.mark.parametrize(("majors", "policy"), [([9], "warn"), ([12], "ignore")])

@@ -191,6 +191,10 @@ def test_the_guard_is_the_marked_tasks_last_condition():
     assert drift.not_judged_reason({"false_condition": "plan.judged"}, "plan.judged") == (
         "runs only outside check mode (when: plan.judged)")
     assert drift.not_judged_reason({"false_condition": "not ansible_check_mode"}) is None
+    # A marked no_log task's skip hides its condition: not judged, never passed over.
+    assert drift.not_judged_reason({"censored": "hidden"}, "not ansible_check_mode") == (
+        "runs only outside check mode (when: not ansible_check_mode; no_log hides whether that was the condition)")
+    assert drift.not_judged_reason({"censored": "hidden"}) is None
 
 
 def test_a_drifting_host_stays_drift_and_a_real_run_is_never_not_judged():

@@ -198,7 +198,9 @@ def test_every_row_drifted_alone_is_its_own_step(uv_node):
             want = ["file", "install"] if row["phase"] == "request" else ["file"]
             assert names(got) == want, row
             assert [(f["path"], f["reason"]) for f in got["files"]] == [(row["path"], reason)]
-            assert got["install"]["creates"] == ("" if row["phase"] == "request" else got["install"]["creates"])
+            assert got["install"]["creates"] == ("" if row["phase"] == "request" else (
+                f"{uv_node['__sglang_install_release_dir']}/lib/python3*/site-packages/sglang-{VERSION}.dist-info/METADATA"))
+            assert all("content" not in f for f in got["files"])
 
 
 def test_an_owner_a_missing_file_and_a_directory_where_a_link_belongs(uv_node):

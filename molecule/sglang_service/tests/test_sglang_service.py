@@ -324,6 +324,47 @@ def test_the_nccl_environment_reaches_the_engine_and_the_smoke_test(node):
     assert "NCCL_P2P_DISABLE" not in host.file(UNIT).content_string
 
 
+# What the last smoke test left on a node, as the real payload reported it on a host with two
+# H200s (tests/fixtures/nccl/ubuntu2404-h200x2/direct.stdout): torch 2.11.0+cu130 with NCCL 2.28.9.
+RECORDED_NCCL = json.loads((Path(os.environ["MOLECULE_PROJECT_DIRECTORY"]) / "tests" / "fixtures" / "nccl"
+                            / "ubuntu2404-h200x2" / "direct.stdout").read_text())
+
+
+def test_a_check_notes_an_old_nccl_on_compute_capability_12_from_the_nodes_record(monkeypatch, tmp_path):
+    """A check does not run the smoke test again: sglang_service_info reads the node's record and
+    judges the NCCL it names against the node's GPUs. The old node (compute capability 12) gets the
+    nccl_version note naming NVIDIA/nccl#2418 and the remedy; the new one (9) gets none; both stay
+    ok, with nothing to change. The notes reach the drift report through its one channel."""
+    record = {"ran": True, "passed": True, "msg": "2 GPUs", "nccl": RECORDED_NCCL["nccl"], "world_size": 2,
+              "busbw_gbps": RECORDED_NCCL["results"][-1]["busbw_gbps"]}
+    before = {}
+    for name in NODES:
+        host = lab_host(name)
+        before[name] = host.file(NCCL_RECORD).content_string if host.file(NCCL_RECORD).exists else None
+        host.check_output("printf '%%s\\n' %s > %s", json.dumps(record), NCCL_RECORD)
+    report_path = tmp_path / "drift.json"
+    monkeypatch.setenv("ANSIBLE_CALLBACKS_ENABLED", "blackwell.sglang.drift_report")
+    monkeypatch.setenv("BLACKWELL_DRIFT_REPORT_JSON", str(report_path))
+    try:
+        check = run_playbook(CONVERGE, "--check")
+        assert check.returncode == 0, check.stdout[-5000:]
+        hosts = json.loads(report_path.read_text())["hosts"]
+        old, new = hosts["sglang_service-old"], hosts["sglang_service-new"]
+        assert (old["status"], new["status"], old["drift"], new["drift"]) == ("ok", "ok", [], [])
+        assert old["notes"]["nccl_smoke"] == ["passed: 297.2 GB/s bus bandwidth over 2 GPUs"]
+        [finding] = old["notes"]["nccl_version"]
+        assert finding.startswith("NCCL 2.28.9, which the release's torch loads, is older than 2.31")
+        assert "(NVIDIA/nccl#2418)" in finding and "a torch build that ships NCCL 2.31 or newer" in finding
+        assert "nccl_version" not in new["notes"]
+    finally:
+        for name, content in before.items():
+            host = lab_host(name)
+            if content is None:
+                host.check_output("rm -f %s", NCCL_RECORD)
+            else:
+                host.check_output("printf '%%s' %s > %s", content, NCCL_RECORD)
+
+
 STANDIN_CONFIG = "/etc/sglang-standin/config.json"
 LOADING_NOTE = "[WARNING]: note: sglang.service has been loading for "
 
