@@ -54,19 +54,21 @@ def plan(venv_info: dict, gpu: dict | None, settings: dict, check_mode: bool = F
     missing = (f"SGLang {release} in {venv} has no {COMMUNICATOR} (releases up "
                "to 0.5.4 predate the torch symmetric-memory all-reduce)")
 
+    # A check of a node without SGLang has the same problem; the role's refusal skips it there on
+    # its check-mode guard (the install is the drift), so the drift report lists it not judged.
     problems = []
-    if not check_mode or package:
-        if not package:
-            problems.append(f"no SGLang package under {venv}/lib/python3.*/site-packages; install "
-                            "it first (sglang_install)")
-        elif not communicator and conf["missing_policy"] == "fail":
-            problems.append(missing)
+    if not package:
+        problems.append(f"no SGLang package under {venv}/lib/python3.*/site-packages; install "
+                        "it first (sglang_install)")
+    elif not communicator and conf["missing_policy"] == "fail":
+        problems.append(missing)
 
     notes = []
     if not package:
-        # Only a check gets this far without SGLang: a real run is refused above.
-        notes.append(f"no SGLang under {venv} yet: its install is this node's drift, and the patch "
-                     "is judged once it is installed")
+        # Only a check goes on without SGLang: a real run is refused on the problem above.
+        if check_mode:
+            notes.append(f"no SGLang under {venv} yet: its install is this node's drift, and the patch "
+                         "is judged once it is installed")
     elif not communicator:
         notes.append(f"{missing}; nothing to patch")
     else:
