@@ -6,7 +6,9 @@
 A row names a ``path`` and the ``state`` the role leaves it in: ``file`` (the default, with
 ``mode`` and its content from ``template``, rendered once, or from a named ``source``),
 ``directory`` (with ``mode``), ``link`` (to ``src``) or ``absent``. ``owner`` and ``group``
-default to root; ``enabled`` (default true) leaves a row out of force. What the node holds is
+default to root; ``enabled`` (default true) leaves a row out of force; ``keep`` (default false)
+takes a directory that exists, or a link in its place, as it is (its mode and owner are the
+node's): the role only makes it where it is missing. What the node holds is
 what blackwell.sglang's readers return for a path (module_utils/file_state.path_state): never
 followed through a link, with the SHA-1 of a regular file's content. Pure Python, no Ansible
 imports: the roles' plans call it.
@@ -49,6 +51,8 @@ def off(row, found):
         return "%s is present and is removed" % path if found.get("exists") else ""
     if not found.get("exists"):
         return "%s is missing" % path
+    if row.get("keep") and state == "directory" and (found.get("isdir") or found.get("islink")):
+        return ""
     if state == "link":
         if not found.get("islink"):
             return "%s is not a symbolic link" % path

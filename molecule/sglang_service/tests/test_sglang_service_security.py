@@ -261,7 +261,7 @@ def test_a_missing_hugging_face_home_is_drift_and_made_again():
     check = run_playbook(CONVERGE, "--check", "--limit", name)
     assert check.returncode == 0, check.stdout[-5000:]
     assert recap(check.stdout, name)["changed"] == 1
-    assert ("TASK [blackwell.sglang.sglang_service : Create the Hugging Face home the engine may only read]"
+    assert ("TASK [blackwell.sglang.sglang_service : Create the configuration, launcher and Hugging Face directories]"
             in check.stdout)
     assert host.run("test -e %s", HF_HOME).rc == 1
     converge = run_playbook(CONVERGE, "--limit", name)

@@ -1,0 +1,358 @@
+"""sglang_service's plan (plugins/plugin_utils/service_plan.py) over reads of a node.
+
+The reads of the managed paths are blackwell.sglang.sglang_venv_info's, taken by the module's own
+function on a node laid out under a temporary root as a deploy leaves it, with the role's own
+table (vars/main.yml) rendered for that root; the release's flags and the service's state are
+recorded reads as sglang_venv_info and sglang_service_info return them. Each case is one node
+state: converged (run and check), fresh, every single drift of a row of the table, each state of
+the service the plan reads, a record left by an unfinished rollout; then the release stage (the
+launch arguments, fusion, the PCIe all-reduce, the problems) and the state judged again.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import jinja2
+import pytest
+import yaml
+
+from ansible_collections.blackwell.sglang.plugins.modules.sglang_venv_info import venv_info
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.service_plan import plan, release, service_state
+from conftest import ROOT
+
+ROLE = ROOT / "roles" / "sglang_service"
+DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+FLAGS_058 = {"version": "0.5.8", "fusion_sm_restricted": False, "pcie_ipc_allreduce": False,
+             "fusion_arguments": ["--enable-flashinfer-allreduce-fusion"],
+             "flags": ["--model-path", "--served-model-name", "--host", "--port", "--tp-size", "--api-key",
+                       "--enable-torch-symm-mem", "--enable-flashinfer-allreduce-fusion", "--speculative-algorithm",
+                       "--speculative-draft-model-path", "--speculative-num-steps", "--speculative-eagle-topk",
+                       "--speculative-num-draft-tokens", "--mem-fraction-static"]}
+FLAGS_0523 = dict(FLAGS_058, version="0.5.23", fusion_sm_restricted=True, pcie_ipc_allreduce=True,
+                  fusion_arguments=["--flashinfer-allreduce-fusion-backend", "auto"],
+                  flags=FLAGS_058["flags"] + ["--flashinfer-allreduce-fusion-backend"])
+RUNNING = {"exists": True, "active_state": "active", "sub_state": "running", "unit_file_state": "enabled",
+           "need_daemon_reload": False, "dropins": [], "newer_than_start": [], "phase": "serving",
+           "release": {"running": "", "linked": ""}, "health": {"status": 200, "error": None}}
+NO_UNIT = {"exists": False, "active_state": "inactive", "sub_state": "dead", "unit_file_state": "",
+           "need_daemon_reload": False, "dropins": [], "newer_than_start": [], "phase": "stopped",
+           "release": {"running": "", "linked": ""}, "health": {"status": None, "error": "connection refused"}}
+CONTENTS = {"sglang.env.j2": "SGLANG_API_KEY=\"k\"\n", "sglang.service.j2": "[Unit]\nDescription=sglang\n",
+            "sglang_launch.py": "print('launch')\n", "tp-size": "1\n"}
+
+
+def inputs(root: Path, **changes) -> dict:
+    """vars/main.yml's __sglang_service_inputs as Ansible would template it, paths under root."""
+    values = {key: DEFAULTS.get("sglang_service_" + key) for key in VARS["__sglang_service_inputs"]}
+    values.update(model_path="/models/kimi", api_key_length=0, gpu={"present": True, "count": 1,
+                  "capability_majors": [12], "topology": {"summary": "single"}},
+                  sandbox_environment={"HF_HOME": f"{root}/var/lib/sglang/.cache/huggingface"},
+                  venv=f"{root}/opt/sglang/current", release_path=f"{root}/opt/sglang/releases/0.5.8",
+                  release_dir=f"{root}/opt/sglang/releases/0.5.8", tp_record=f"{root}/etc/sglang/tp-size",
+                  rollback_record=f"{root}/var/lib/blackwell-sglang/rollback",
+                  unit_path=f"{root}/etc/systemd/system/sglang.service",
+                  fusion_crash_majors=VARS["__sglang_service_fusion_crash_majors"],
+                  pcie_ipc_env=VARS["__sglang_service_pcie_ipc_env"],
+                  pcie_ipc_max_numel_env=VARS["__sglang_service_pcie_ipc_max_numel_env"],
+                  nccl_version_policy="warn", restart_requested=False)
+    values.update(changes)
+    return values
+
+
+def table(root: Path, owner: str) -> list:
+    """The role's table (vars/main.yml), rendered for root, the service account being owner."""
+    context = {"sglang_service_venv": f"{root}/opt/sglang/current",
+               "sglang_service_release_path": f"{root}/opt/sglang/releases/0.5.8",
+               "sglang_service_env_file": f"{root}/etc/sglang/sglang.env",
+               "__sglang_service_launcher_dir": f"{root}/usr/local/lib/blackwell-sglang",
+               "__sglang_service_launcher": f"{root}/usr/local/lib/blackwell-sglang/sglang_launch.py",
+               "__sglang_service_unit_path": f"{root}/etc/systemd/system/sglang.service",
+               "__sglang_service_tp_record": f"{root}/etc/sglang/tp-size",
+               "__sglang_service_sandbox": {"hf_home": f"{root}/var/lib/sglang/.cache/huggingface"},
+               "__sglang_service_unit_validate": "verify %s",
+               "sglang_service_user": owner, "sglang_service_group": owner}
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["dirname"] = os.path.dirname
+    return [{key: env.from_string(value).render(context) if isinstance(value, str) else value
+             for key, value in row.items()} for row in VARS["__sglang_service_table"]]
+
+
+def lay_out(root: Path, rows: list) -> None:
+    """The node as a deploy leaves it: every row as the table says (owned by whoever runs the test)."""
+    release_dir = root / "opt" / "sglang" / "releases" / "0.5.8"
+    (release_dir / "bin").mkdir(parents=True)
+    for row in rows:
+        path = Path(row["path"])
+        if row.get("state") == "link":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.symlink_to(row["src"])
+        elif row.get("state") == "directory":
+            path.mkdir(parents=True, exist_ok=True)
+            path.chmod(int(row["mode"], 8))
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(CONTENTS[row.get("template") or row["source"]])
+            path.chmod(int(row["mode"], 8))
+
+
+@pytest.fixture
+def node(tmp_path):
+    owner = __import__("pwd").getpwuid(os.getuid()).pw_name
+    rows = [dict(row, owner=owner, group=__import__("grp").getgrgid(os.getgid()).gr_name) for row in table(tmp_path, owner)]
+    lay_out(tmp_path, rows)
+    return tmp_path, rows
+
+
+def read(root: Path, rows: list, flags=None) -> dict:
+    flags = FLAGS_058 if flags is None else flags
+    settings = inputs(root)
+    result = venv_info(settings["release_dir"], paths=[settings["release_dir"], settings["rollback_record"]]
+                       + [row["path"] for row in rows], contents=[settings["tp_record"]])
+    result["server_flags"], result["server_flags_error"] = flags, None if flags else "no sglang package in the venv"
+    return result
+
+
+def planned(root, rows, state=None, check=False, **changes):
+    state = RUNNING if state is None else state
+    settings = inputs(root, **changes)
+    found = read(root, rows)
+    decided = release(found, settings, [], check)
+    return plan(found, state, decided, settings, rows, CONTENTS, check)
+
+
+def names(result):
+    return [(s["name"], s["reason"]) for s in result["steps"]]
+
+
+def test_inputs_name_every_setting_the_plan_reads():
+    # The unit tests build the inputs from the same keys the role passes.
+    assert set(inputs(Path("/r"))) == set(VARS["__sglang_service_inputs"])
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_a_converged_node_gets_no_steps(node, check):
+    root, rows = node
+    result = planned(root, rows, check=check)
+    assert result["problems"] == [] and result["steps"] == [] and result["files"] == []
+    assert result["restart_pending"] is False and result["service"]["drifted"] is False
+    assert [row["path"] for row in result["table"]] == [row["path"] for row in rows]
+    assert all("content" not in row and "checksum" not in row for row in result["table"])
+
+
+def test_a_fresh_node_writes_every_row_and_starts_the_service(tmp_path):
+    owner = __import__("pwd").getpwuid(os.getuid()).pw_name
+    rows = table(tmp_path, owner)
+    result = planned(tmp_path, rows, state=NO_UNIT)
+    assert [row["path"] for row in result["files"]] == [row["path"] for row in rows]
+    assert {row["reason"] for row in result["files"]} == {"%s is missing" % row["path"] for row in rows}
+    # Nothing to go back to: a node that never ran the service gets no rollback record.
+    assert "record" not in result["step"]
+    assert result["step"]["restart"].startswith("this run changes %s/opt/sglang/current" % tmp_path)
+    assert result["step"]["service"] == "sglang.service is inactive, not active"
+    assert result["service"]["start"] is True and result["service"]["exists"] is False
+
+
+def _tamper(row):
+    path = Path(row["path"])
+    if row.get("state") == "link":
+        path.unlink()
+        path.symlink_to("/elsewhere")
+        return "%s points at /elsewhere, not %s" % (path, row["src"])
+    if row.get("state") == "directory":
+        path.chmod(0o700)
+        return "%s: mode 0700, not %s" % (path, row["mode"])
+    path.write_text("tampered\n")
+    return "%s: content differs" % path
+
+
+@pytest.mark.parametrize("index", range(len(VARS["__sglang_service_table"])))
+def test_each_row_drifted_alone_is_exactly_that_rows_step(node, index):
+    root, rows = node
+    row = rows[index]
+    reason = _tamper(row)
+    result = planned(root, rows)
+    if row.get("keep"):
+        # An existing Hugging Face home is kept as it is, whatever its mode.
+        assert result["steps"] == []
+        return
+    assert [(f["path"], f["reason"]) for f in result["files"]] == [(row["path"], reason)]
+    expected = [("record", "this run switches %s" % row["path"])] if row.get("state") in (None, "link") else []
+    expected.append(("file", reason))
+    if row.get("restart"):
+        expected.append(("restart", "this run changes %s" % row["path"]))
+    assert names(result) == expected
+
+
+def test_a_missing_hugging_face_home_is_made(node):
+    root, rows = node
+    home = next(row for row in rows if row.get("keep"))
+    os.rmdir(home["path"])
+    result = planned(root, rows)
+    assert names(result) == [("file", "%s is missing" % home["path"])]
+
+
+def test_a_release_not_owned_as_the_link_row_says_is_switched_again(node):
+    root, rows = node
+    link = next(row for row in rows if row.get("state") == "link")
+    link["owner"] = "nobody-else"
+    result = planned(root, rows)
+    assert [f["path"] for f in result["files"]] == [link["path"]]
+    assert "owner" in result["files"][0]["reason"]
+
+
+def test_no_release_path_leaves_the_link_alone(node):
+    root, rows = node
+    link = next(row for row in rows if row.get("state") == "link")
+    Path(link["path"]).unlink()
+    rows = [dict(row, src="") if row is link else row for row in rows]
+    assert planned(root, rows, release_path="")["steps"] == []
+
+
+@pytest.mark.parametrize("change, step", [
+    ({"need_daemon_reload": True}, "restart sglang: systemd has not loaded the unit on disk (NeedDaemonReload)"),
+    ({"newer_than_start": ["/etc/sglang/sglang.env"]},
+     "restart sglang: changed after the server started: /etc/sglang/sglang.env"),
+    ({"health": {"status": 503, "error": None}}, "restart sglang: running but /health answered 503"),
+    ({"health": {"status": None, "error": "timed out"}}, "restart sglang: running but /health answered timed out"),
+    ({"dropins": ["/etc/systemd/system/sglang.service.d/x.conf"]},
+     "drop-ins change the unit: /etc/systemd/system/sglang.service.d/x.conf"),
+    ({"active_state": "failed"}, "sglang.service is failed, not active"),
+    ({"unit_file_state": "disabled"}, "sglang.service is disabled, not enabled"),
+])
+def test_each_state_of_the_service_is_its_step(node, change, step):
+    root, rows = node
+    result = planned(root, rows, state=dict(RUNNING, **change))
+    assert names(result) == [("service", step)]
+
+
+def test_a_release_other_than_the_linked_one_running_is_restarted(node):
+    root, rows = node
+    state = dict(RUNNING, release={"running": "/opt/sglang/releases/0.5.7", "linked": "/opt/sglang/releases/0.5.8"})
+    result = planned(root, rows, state=state)
+    assert result["service"]["reasons"] == [
+        "runs /opt/sglang/releases/0.5.7 while %s/opt/sglang/current points at /opt/sglang/releases/0.5.8" % root]
+
+
+def test_an_engine_still_loading_is_waited_for_in_a_run_and_only_noted_in_a_check(node):
+    root, rows = node
+    loading = dict(RUNNING, phase="loading", health={"status": 503, "error": None}, loading={"remaining": 21})
+    run = planned(root, rows, state=loading)
+    assert names(run) == [("service", "the engine is still loading its model")]
+    assert (run["service"]["wait_for_loading"], run["service"]["loading_polls"]) == (True, 5)
+    assert planned(root, rows, state=loading, check=True)["steps"] == []
+    # Still not healthy after the wait: restarted, once.
+    again = service_state(loading, inputs(root), False, waited=True)
+    assert again["reasons"] == ["running but /health answered 503"] and again["wait_for_loading"] is False
+
+
+def test_a_record_left_behind_is_kept_or_forgotten_by_the_service_it_left(node):
+    root, rows = node
+    record = Path(inputs(root)["rollback_record"])
+    record.parent.mkdir(parents=True)
+    record.write_text("{}")
+    assert names(planned(root, rows)) == [
+        ("record_forget", "%s is left from a rollout the healthy service has outlived" % record)]
+    unhealthy = dict(RUNNING, health={"status": 500, "error": None})
+    assert names(planned(root, rows, state=unhealthy))[0] == (
+        "record", "%s is left from an unfinished rollout and stays its rollback point" % record)
+
+
+def test_smoke_restart_requested_and_health_generate_are_steps_of_a_run(node):
+    root, rows = node
+    requested = ("restart", "another role of the play changed what the server loads (sglang_service_restart_requested)")
+    assert names(planned(root, rows, restart_requested=True)) == [requested]
+    # auto proves the GPUs before a restart, on a node with more than one.
+    two = {"present": True, "count": 2, "capability_majors": [12], "topology": {"summary": "nvlink"}}
+    assert names(planned(root, rows, gpu=two)) == []
+    assert names(planned(root, rows, gpu=two, restart_requested=True)) == [
+        requested, ("smoke", "the GPUs must all-reduce before the restart")]
+    assert names(planned(root, rows, nccl_smoke="always")) == [
+        ("smoke", "the NCCL smoke test runs on every deploy (sglang_service_nccl_smoke: always)")]
+    assert names(planned(root, rows, health_generate_enabled=True)) == [
+        ("gate", "the health gate asks /health_generate, which the state read does not")]
+    assert planned(root, rows, health_generate_enabled=True, check=True)["steps"] == []
+
+
+def test_a_release_that_cannot_be_read_is_a_problem_in_a_run_and_a_step_in_a_check(node):
+    root, rows = node
+    found = read(root, rows, flags={})
+    run = release(found, inputs(root), [], False)
+    assert run["problems"] == ["sglang_service: cannot read the installed SGLang release in %s/opt/sglang/releases/0.5.8:"
+                               " no sglang package in the venv. Install it first (sglang_install); nothing was written."
+                               % root]
+    check = release(found, inputs(root), [], True)
+    assert check["problems"] == [] and check["readable"] is False and check["args"] == []
+    result = plan(found, RUNNING, check, inputs(root), rows, CONTENTS, True)
+    assert names(result) == [("release", "the installed SGLang release cannot be read: no sglang package in the venv")]
+
+
+def test_launch_arguments_follow_the_settings_and_the_release(tmp_path):
+    settings = inputs(tmp_path, served_model_name="kimi", extra_args=["--mem-fraction-static", 0.85],
+                      eagle3_enabled=True, eagle3_draft_model_path="/models/draft")
+    decided = release({"server_flags": FLAGS_058, "paths": {}}, settings, [])
+    assert decided["args"] == [
+        "--model-path", "/models/kimi", "--served-model-name", "kimi", "--host", "127.0.0.1", "--port", "30000",
+        "--tp-size", "1", "--enable-torch-symm-mem", "--enable-flashinfer-allreduce-fusion",
+        "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/draft",
+        "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+        "--mem-fraction-static", "0.85"]
+    assert decided["problems"] == [] and decided["tp_size"] == 1 and decided["health_host"] == "127.0.0.1"
+
+
+def test_fusion_on_compute_capability_12_under_each_crash_policy(tmp_path):
+    found = {"server_flags": FLAGS_0523, "paths": {}}
+    strict = release(found, inputs(tmp_path), [])
+    assert strict["fusion"] == {"crash": True, "enabled": True, "left_out": False}
+    assert strict["problems"][0].startswith('sglang_service: refusing to deploy: SGLang 0.5.23 raises "FlashInfer')
+    warn = release(found, inputs(tmp_path, crash_policy="warn"), [])
+    assert warn["problems"] == [] and warn["fusion"]["left_out"] is True
+    assert "--flashinfer-allreduce-fusion-backend" not in warn["args"]
+    force = release(found, inputs(tmp_path, crash_policy="force"), [])
+    assert force["problems"] == [] and force["args"][-2:] == ["--flashinfer-allreduce-fusion-backend", "auto"]
+
+
+def test_the_pcie_all_reduce_follows_the_topology_and_the_release(tmp_path):
+    pcie = {"present": True, "count": 2, "capability_majors": [12], "topology": {"summary": "pcie_only"}}
+    found = {"server_flags": FLAGS_0523, "paths": {}}
+    on = release(found, inputs(tmp_path, gpu=pcie, crash_policy="force", pcie_ipc_max_numel=1024), [])
+    assert on["pcie_ipc_allreduce"] is True
+    assert on["environment"] == {"HF_HOME": f"{tmp_path}/var/lib/sglang/.cache/huggingface",
+                                 "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "1", "SGLANG_PCIE_IPC_MAX_NUMEL": "1024"}
+    nvlink = dict(pcie, topology={"summary": "nvlink"})
+    assert release(found, inputs(tmp_path, gpu=nvlink, crash_policy="force"), [])["pcie_ipc_allreduce"] is False
+    old = release({"server_flags": FLAGS_058, "paths": {}}, inputs(tmp_path, pcie_ipc_allreduce="always"), [])
+    assert old["problems"] == ["sglang_service: sglang_service_pcie_ipc_allreduce is 'always' but SGLang 0.5.8 has no "
+                               "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE; use 'auto' or install a release that ships the PCIe "
+                               "IPC all-reduce."]
+
+
+def test_every_problem_of_a_readable_release_at_once(tmp_path):
+    found = {"server_flags": dict(FLAGS_058, fusion_arguments=[]), "contents": {f"{tmp_path}/etc/sglang/tp-size": "8\n"},
+             "paths": {f"{tmp_path}/opt/sglang/current": {"exists": True, "isdir": True, "islink": False}}}
+    settings = inputs(tmp_path, model_path="", host="0.0.0.0", extra_args=["--no-such-flag=1"],
+                      gpu={"present": True, "count": 4, "capability_majors": [12]})
+    problems = release(found, settings, ["sglang_service: a setting problem."])["problems"]
+    starts = [
+        "sglang_service: sglang_service_model_path is not set;",
+        "sglang_service: a setting problem.",
+        "sglang_service: refusing to listen on 0.0.0.0:30000 without an API key",
+        "sglang_service: refusing to restart sglang with --tp-size 4: it was deployed with --tp-size 8",
+        "sglang_service: SGLang 0.5.8 has neither --enable-flashinfer-allreduce-fusion",
+        f"sglang_service: SGLang 0.5.8 installed in {tmp_path}/opt/sglang/releases/0.5.8 has no --no-such-flag; nothing"
+        " was written. Remove or rename it",
+        f"sglang_service: {tmp_path}/opt/sglang/current (sglang_service_venv) is not a symbolic link",
+    ]
+    assert len(problems) == len(starts), problems
+    for problem, start in zip(problems, starts):
+        assert problem.startswith(start), problem
+
+
+def test_the_tp_size_follows_the_setting_then_the_gpus_then_the_fallback(tmp_path):
+    found = {"server_flags": FLAGS_058, "paths": {}}
+    eight = {"present": True, "count": 8, "capability_majors": [12]}
+    assert release(found, inputs(tmp_path, gpu=eight), [])["tp_size"] == 8
+    assert release(found, inputs(tmp_path, gpu=eight, tp_size=4), [])["tp_size"] == 4
+    assert release(found, inputs(tmp_path, gpu={}, tp_size_fallback=2), [])["tp_size"] == 2
+    assert release(found, inputs(tmp_path, gpu=eight), [])["args"][6:8] == ["--tp-size", "8"]
