@@ -434,3 +434,122 @@ def test_an_engine_that_never_finishes_loading_is_restarted_once_then_fails():
     assert healed.returncode == 0, healed.stdout[-5000:]
     assert recap(healed.stdout, name)["changed"] > 0
     assert host.check_output("systemctl is-active sglang.service") == "active"
+
+
+# --- generated tamper matrix: every row of sglang_service's table, and the service's states ----
+
+# How each kind of row is put off on a converged node, as root; a row the role keeps as it finds
+# it (the Hugging Face home) is removed instead.
+TAMPER = {
+    "file": "printf '# tampered\\n' >> {path}",
+    "directory": "chmod 0700 {path}",
+    "link": "ln -sfn /opt/sglang/releases/elsewhere {path}",
+    "keep": "rm -rf {path}",
+}
+SERVICE_ROLE = "blackwell.sglang.sglang_service : "
+RESTART_FOR_STATE = SERVICE_ROLE + "Restart sglang to load what changed under it, or to recover its health"
+START = SERVICE_ROLE + "Enable and start sglang"
+DROPINS = SERVICE_ROLE + "Remove drop-ins that change the unit"
+SECRETS_TASK = SERVICE_ROLE + "Write the secrets file"
+RESTART_HANDLER = SERVICE_ROLE + "Restart sglang"
+# The states of the service the plan reads, each put off outside Ansible, with the tasks a check
+# reports for it.
+STATES = [
+    ("stopped", "systemctl stop sglang.service", [START]),
+    ("disabled", "systemctl disable sglang.service", [START]),
+    ("a drop-in", "mkdir -p /etc/systemd/system/sglang.service.d && printf '[Service]\\nNice=5\\n'"
+     " > /etc/systemd/system/sglang.service.d/tamper.conf && systemctl daemon-reload", [DROPINS]),
+]
+# Everything the role manages or that tells its state, byte for byte.
+SNAPSHOT = ("find /etc/sglang /usr/local/lib/blackwell-sglang /etc/systemd/system /opt/sglang /var/lib/sglang"
+            " /var/lib/blackwell-sglang -xdev -printf '%p %y %m %u %g %l\\n' 2>/dev/null | sort;"
+            " find /etc/sglang /usr/local/lib/blackwell-sglang /etc/systemd/system -xdev -type f -print0 | sort -z"
+            " | xargs -0 sha256sum; systemctl show -p ActiveState,UnitFileState,DropInPaths,MainPID sglang.service")
+
+
+def _json_playbook(monkeypatch, *args):
+    """The scenario's converge with the JSON callback: the report. The release to deploy is the
+    one the active-release link already names, so that the link's row is in force. Secure logging
+    is off, so that the plan's fact and the secrets file's item are in the report (the lab's
+    secrets are test values)."""
+    monkeypatch.setenv("ANSIBLE_STDOUT_CALLBACK", "ansible.posix.json")
+    monkeypatch.delenv("ANSIBLE_CALLBACKS_ENABLED", raising=False)
+    proc = run_playbook(CONVERGE, *args, "-e", "sglang_service_secure_logging=false",
+                        "-e", "sglang_service_release_path=/opt/sglang/releases/{{ lab_sglang_version }}")
+    assert proc.returncode == 0, proc.stdout[-20000:] + proc.stderr[-3000:]
+    return json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{"):])[0]
+
+
+def _outcome(report, host, secret_paths):
+    """The table's paths the role's looped tasks changed (or would change) on host, and the other
+    tasks that changed there, but for the restart handler, which follows any of them. The secrets
+    file's task hides its items whatever sglang_service_secure_logging says (a templated no_log):
+    its change is its rows' paths."""
+    paths, others = [], []
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            name = task["task"]["name"]
+            result = task["hosts"].get(host, {})
+            results = result.get("results") if isinstance(result.get("results"), list) else []
+            rows = [item for item in results if isinstance(item.get("item"), dict) and "path" in item["item"]]
+            if rows:
+                paths += [item["item"]["path"] for item in rows if item.get("changed")]
+            elif name == SECRETS_TASK:
+                paths += secret_paths if result.get("changed") else []
+            elif result.get("changed") and name != RESTART_HANDLER:
+                others.append(name)
+    return paths, others
+
+
+def test_every_row_of_the_table_and_every_state_tampered_alone_is_reported_then_healed(monkeypatch):
+    """The table comes from the plan a check publishes (sglang_service_plan.table, vars/main.yml's
+    __sglang_service_table as each node's settings make it): a row added there is tampered with
+    here without a new test. Two entries per round, one on each node: a check reports exactly that
+    row (and, for a row the server starts from, the restart the state read calls for) or exactly
+    the tasks of that state, and changes no byte on any node; a converge heals it; a last converge
+    changes nothing."""
+    report = _json_playbook(monkeypatch, "--check")
+    plans = {}
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            for name in NODES:
+                facts = task["hosts"].get(name, {}).get("ansible_facts", {})
+                if "sglang_service_plan" in facts:
+                    plans[name] = facts["sglang_service_plan"]
+    assert sorted(plans) == sorted(NODES) and all(plan["steps"] == [] for plan in plans.values()), plans
+    entries = []
+    secrets = {name: [row["path"] for row in plans[name]["table"] if row.get("secret")] for name in NODES}
+    for name in NODES:
+        table = plans[name]["table"]
+        assert {row["state"] for row in table} == {"file", "directory", "link"}, table
+        for row in table:
+            kind = "keep" if row.get("keep") else row["state"]
+            expected = ([row["path"]], [RESTART_FOR_STATE] if row.get("restart") else [])
+            entries.append((name, row["path"], TAMPER[kind].format(path=row["path"]), expected))
+        entries += [(name, state, command, ([], tasks)) for state, command, tasks in STATES]
+    # One entry of each node per round.
+    rounds = [[entry for entry in entries if entry[0] == name] for name in NODES]
+    assert len({len(entries_of_node) for entries_of_node in rounds}) == 1, rounds
+    problems = []
+    for batch in zip(*rounds):
+        for name, _what, command, _expected in batch:
+            lab_host(name).check_output(command)
+        before = {name: lab_host(name).check_output(SNAPSHOT) for name in NODES}
+        check = _json_playbook(monkeypatch, "--check", "--diff")
+        for name, what, _command, expected in batch:
+            seen = _outcome(check, name, secrets[name])
+            if seen != expected:
+                problems.append(f"{name}: check with {what} tampered: {seen}, not {expected}")
+        for name in NODES:
+            if lab_host(name).check_output(SNAPSHOT) != before[name]:
+                problems.append(f"{name}: the check with {[entry[1] for entry in batch]} tampered changed the node")
+        converge = _json_playbook(monkeypatch)
+        for name, what, _command, expected in batch:
+            seen = _outcome(converge, name, secrets[name])
+            if seen[0] != expected[0]:
+                problems.append(f"{name}: converge with {what} tampered: {seen}")
+    assert problems == [], "\n".join(problems)
+    again = _json_playbook(monkeypatch)
+    assert {name: again["stats"][name]["changed"] for name in NODES} == {name: 0 for name in NODES}
+    for name in NODES:
+        assert lab_host(name).check_output("systemctl is-active sglang.service") == "active"
