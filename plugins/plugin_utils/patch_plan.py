@@ -94,3 +94,14 @@ def plan(venv_info: dict, gpu: dict | None, settings: dict, check_mode: bool = F
         })
     return {"problems": problems, "steps": steps, "notes": notes, "package": package,
             "release": release, "majors": majors if steps else []}
+
+
+def reads(settings: dict, venv_info: dict, gpu_facts_known: bool, gather: bool) -> dict:
+    """Which reads the role takes itself: ``venv`` where the play passed no read of the same venv
+    (sglang_sm120_patch_venv_info), ``gpus`` where no capabilities are set and the GPU facts are
+    to be gathered (always, or where the play has none)."""
+    venv = settings.get("venv", DEFAULTS["venv"])
+    return {
+        "venv": (venv_info or {}).get("venv", "") != venv,
+        "gpus": not (settings.get("capabilities") or []) and (bool(gather) or not gpu_facts_known),
+    }

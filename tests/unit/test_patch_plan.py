@@ -15,7 +15,7 @@ import pytest
 
 import gpu_samples as samples
 from ansible_collections.blackwell.sglang.plugins.modules.sglang_venv_info import venv_info
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.patch_plan import COMMUNICATOR, plan
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.patch_plan import COMMUNICATOR, plan, reads
 from sglang_wheels import BEFORE_SYMM_MEM, install_tree
 from unit.test_gpu_pcie import adhoc_facts, gather_recording
 
@@ -127,3 +127,18 @@ def test_settings_left_out_take_the_roles_defaults(release):
     assert got["majors"] == [9, 12]
     assert [note.split(" ")[0:3] for note in got["notes"]] == [["capability", "majors", "8"],
                                                                ["capability", "10", "is"]]
+
+
+@pytest.mark.parametrize("venv_info, capabilities, known, gather, expected", [
+    # site.yml: sglang_install's read of the same venv, the preflight's facts, gathering on.
+    ({"venv": "/opt/sglang/current"}, [], True, True, {"venv": False, "gpus": True}),
+    ({"venv": "/opt/sglang/current"}, [], True, False, {"venv": False, "gpus": False}),
+    # A read of another venv, or none, is no read of this one.
+    ({"venv": "/opt/other"}, [], False, False, {"venv": True, "gpus": True}),
+    ({}, [], True, False, {"venv": True, "gpus": False}),
+    # Capabilities set: the GPUs are never asked.
+    ({}, [12], False, True, {"venv": True, "gpus": False}),
+])
+def test_the_role_reads_only_what_the_play_has_not(venv_info, capabilities, known, gather, expected):
+    settings = {"venv": "/opt/sglang/current", "capabilities": capabilities}
+    assert reads(settings, venv_info, known, gather) == expected
