@@ -73,6 +73,9 @@ _value:
     tp_size:
       description: The tensor parallel size.
       type: int
+    tp_record:
+      description: The TP record's text (the size and a line break).
+      type: str
     tp_before:
       description: The TP size the unit was last deployed with (0 when none is recorded).
       type: int

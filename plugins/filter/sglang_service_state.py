@@ -77,6 +77,12 @@ _value:
     smoke:
       description: Whether the NCCL smoke test runs before the restart the state calls for.
       type: bool
+    restarts:
+      description: Whether the run's one restart comes (for this run's changes, a reason or a drop-in).
+      type: bool
+    tell_reasons:
+      description: Whether the reasons add to what this run changes (always in a check).
+      type: bool
     exists:
       description: Whether systemd knows the unit.
       type: bool

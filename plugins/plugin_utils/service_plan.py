@@ -62,7 +62,7 @@ def tp_size(inputs):
     """sglang_service_tp_size when set, else every GPU the node reports, else the fallback."""
     if inputs["tp_size"] is not None:
         return inputs["tp_size"]
-    gpu = inputs["gpu"] or {}
+    gpu = _dict(inputs["gpu"])
     count = _whole(gpu.get("count"))
     if gpu.get("present") and count > 0:
         return count
@@ -78,7 +78,7 @@ def tp_before(read, record):
 def smoke_wanted(inputs):
     """Where the NCCL smoke test runs at all: always, or auto on a node with more than one GPU."""
     mode = inputs["nccl_smoke"]
-    return mode == "always" or (mode == "auto" and _whole((inputs["gpu"] or {}).get("count")) > 1)
+    return mode == "always" or (mode == "auto" and _whole(_dict(inputs["gpu"]).get("count")) > 1)
 
 
 def launch_args(inputs, size, fusion_words):
@@ -114,13 +114,18 @@ def missing_flags(args, api_key, flags):
     return [flag for flag in requested if flag not in flags]
 
 
+def _dict(value):
+    """A mapping setting as given; anything else (refused by name among the setting problems) as none."""
+    return value if isinstance(value, dict) else {}
+
+
 def release(read, inputs, setting_problems, check_mode=False):
     """What the installed release is launched with, and what stops the host before any write."""
-    flags = read.get("server_flags") if isinstance(read.get("server_flags"), dict) else {}
+    flags = _dict(read.get("server_flags"))
     readable = "flags" in flags
-    gpu = inputs["gpu"] or {}
+    gpu = _dict(inputs["gpu"])
     majors = list(gpu.get("capability_majors") or [])
-    topology = ((gpu.get("topology") or {}).get("summary")) or "none"
+    topology = _dict(gpu.get("topology")).get("summary") or "none"
     size = tp_size(inputs)
     before = tp_before(read, inputs["tp_record"])
     fusion_wanted = truthy(inputs["flashinfer_fusion_enabled"])
@@ -131,9 +136,9 @@ def release(read, inputs, setting_problems, check_mode=False):
     fusion_words = list(flags.get("fusion_arguments") or [])
     mode = inputs["pcie_ipc_allreduce"]
     pcie = bool(flags.get("pcie_ipc_allreduce")) and (mode == "always" or (mode == "auto" and topology == "pcie_only"))
-    environment = dict(inputs["environment"] or {})
-    environment.update(inputs["nccl_environment"] or {})
-    environment.update(inputs["sandbox_environment"] or {})
+    environment = dict(_dict(inputs["environment"]))
+    environment.update(_dict(inputs["nccl_environment"]))
+    environment.update(_dict(inputs["sandbox_environment"]))
     if pcie:
         environment[inputs["pcie_ipc_env"]] = "1"
         if inputs["pcie_ipc_max_numel"] is not None:
@@ -172,7 +177,7 @@ def release(read, inputs, setting_problems, check_mode=False):
                      "(sglang_install); nothing was written." % (inputs["release_dir"], read.get("server_flags_error")))
     return {
         "readable": readable, "version": version, "problems": found, "args": args, "environment": environment,
-        "tp_size": size, "tp_before": before, "gpu_majors": majors,
+        "tp_size": size, "tp_record": "%s\n" % size, "tp_before": before, "gpu_majors": majors,
         "fusion": {"crash": crash, "enabled": fusion, "left_out": crash and policy == "warn"},
         "pcie_ipc_allreduce": pcie, "health_host": health_host(inputs["host"]),
         # The majors the NCCL version is judged against: nothing to judge under ignore.
@@ -217,7 +222,9 @@ def service_state(state, inputs, pending, waited=False, check_mode=False):
     ``loading_polls`` (an engine still loading is given the rest of its time, not restarted;
     one that is still not healthy after that wait is restarted, once), ``start`` (stopped, or
     enabled against the settings), ``smoke`` (the NCCL smoke test runs before that restart),
-    ``exists`` and ``drifted`` (any of these)."""
+    ``restarts`` (the run's one restart comes: for this run's changes, a reason or a drop-in),
+    ``tell_reasons`` (the reasons add to what the run changes), ``exists`` and ``drifted`` (any
+    of these)."""
     state = state or {}
     health = state.get("health") or {}
     running = (state.get("release") or {}).get("running") or ""
@@ -235,7 +242,7 @@ def service_state(state, inputs, pending, waited=False, check_mode=False):
         reasons.append("running but /health answered %s" % (health.get("status") or health.get("error")))
     dropins = list(state.get("dropins") or [])
     restart_due = bool(reasons or dropins or (state.get("exists") and not active))
-    wait = loading and not waited and not check_mode and not reasons and not dropins
+    wait = loading and not waited and not check_mode and not reasons and not dropins and not pending
     remaining = _whole((state.get("loading") or {}).get("remaining"), 1)
     delay = max(_whole(inputs["health_delay"], 1), 1)
     want = "enabled" if truthy(inputs["enabled"]) else "disabled"
@@ -244,6 +251,10 @@ def service_state(state, inputs, pending, waited=False, check_mode=False):
         "reasons": reasons, "dropins": dropins, "restart_due": restart_due, "wait_for_loading": wait,
         "loading_polls": max(int(math.ceil(float(remaining) / delay)), 1), "start": start,
         "smoke": smoke_wanted(inputs) and inputs["nccl_smoke"] == "auto" and not pending and restart_due,
+        # The one restart of the run restarts for this run's changes, the reasons and the drop-ins
+        # alike; the reasons are told where they add to what the run changes (a check restarts
+        # nothing, so there they are the drift the service shows).
+        "restarts": bool(pending or reasons or dropins), "tell_reasons": bool(reasons and (check_mode or not pending)),
         "exists": bool(state.get("exists")), "drifted": restart_due or wait or start,
     }
 
@@ -279,14 +290,20 @@ def plan(read, state, decided, inputs, files, contents, check_mode=False):
     to_write = []
     for row in rows:
         found = paths.get(row["path"]) or {"exists": False}
-        reason = managed.off(row, found)
-        if not reason and row.get("state") == "link":
+        if row["state"] == "link":
+            # The owner of the link's row is the release's: ansible.builtin.file sets it through
+            # the link, on the release it points at; the link's own owner is not the role's.
+            reason = managed.off(dict(row, owner=found.get("owner"), group=found.get("group")), found)
             target = paths.get(row["src"]) or {}
-            if (target.get("owner"), target.get("group")) != (row["owner"], row["group"]):
+            if not reason and (target.get("owner"), target.get("group")) != (row["owner"], row["group"]):
                 reason = "%s: owner %s:%s, not %s:%s" % (row["src"], target.get("owner"), target.get("group"),
                                                          row["owner"], row["group"])
+        else:
+            reason = managed.off(row, found)
         if reason:
-            to_write.append(dict({key: value for key, value in row.items() if key != "content"}, reason=reason))
+            # Neither the content nor its checksum: the secrets file's would tell of its secrets.
+            to_write.append(dict({key: value for key, value in row.items() if key not in ("content", "checksum")},
+                                 reason=reason))
     steps = []
 
     def step(name, reason):

@@ -58,7 +58,7 @@ TAMPERS = {
                        "/opt/sglang/current/lib/python3.11/site-packages, "
                        "/opt/sglang/current/lib/python3.11/site-packages/sglang-0.5.8.dist-info"))]),
     2: ("sed -i 's/^TimeoutStopSec=.*/TimeoutStopSec=5/' /etc/systemd/system/sglang.service",
-        [("sglang_service : Write the systemd unit and its launcher",
+        [("sglang_service : Write the systemd unit and its launcher [/etc/systemd/system/sglang.service]",
           "content of /etc/systemd/system/sglang.service would change (+1 -1 lines)"),
          # The running server has not seen the edited unit: systemd reports it, and it is newer.
          ("sglang_service : Restart sglang to load what changed under it, or to recover its health",
@@ -556,7 +556,8 @@ def test_an_upgrade_the_engine_refuses_is_rolled_back_and_the_next_batch_never_t
     drifted = [(f["label"], f["reason"]) for f in report["hosts"][node(1)]["drift"]]
     assert (RESTART, drift._short("restart sglang: runs /opt/sglang/releases/0.5.8 while /opt/sglang/current "
                                   "points at /opt/sglang/releases/0.5.23")) in drifted, drifted
-    assert "sglang_service : Point the active-release link at the release to deploy" in [entry[0] for entry in drifted]
+    assert "sglang_service : Point the active-release link at the release to deploy [/opt/sglang/current]" in [
+        entry[0] for entry in drifted]
 
 
 RECORD = "/var/lib/blackwell-sglang/rollback"
@@ -732,7 +733,8 @@ def test_fresh_and_broken_nodes_report_drift_never_a_failure(fleet):
     assert (report["hosts"][node(2)]["status"], report["hosts"][node(2)]["drift"]) == ("ok", [])
     no_unit, no_lists = report["hosts"][node(3)], report["hosts"][node(4)]
     assert [(f["label"], f["reason"]) for f in no_unit["drift"]] == [
-        ("sglang_service : Write the systemd unit and its launcher", "/etc/systemd/system/sglang.service would be created")]
+        ("sglang_service : Write the systemd unit and its launcher [/etc/systemd/system/sglang.service]",
+         "/etc/systemd/system/sglang.service would be created")]
     assert (no_unit["status"], no_unit["failures"]) == ("drift", [])
     # systemd cannot be asked about a unit that does not exist yet: not judged, not failed.
     assert "sglang_service : Enable and start sglang" in not_judged(no_unit)

@@ -127,8 +127,17 @@ def names(result):
 
 
 def test_inputs_name_every_setting_the_plan_reads():
-    # The unit tests build the inputs from the same keys the role passes.
+    # The unit tests build the inputs from the same keys the role passes, each a setting of the
+    # role's or a value vars/main.yml derives.
     assert set(inputs(Path("/r"))) == set(VARS["__sglang_service_inputs"])
+    for key, value in VARS["__sglang_service_inputs"].items():
+        assert ("sglang_service_" + key) in value or "__sglang_service_" in value, (key, value)
+
+
+def test_a_malformed_mapping_setting_leaves_the_refusal_to_the_setting_problems(tmp_path):
+    settings = inputs(tmp_path, gpu="four", environment=["A=1"], nccl_environment="x")
+    decided = release({"server_flags": FLAGS_058, "paths": {}}, settings, ["sglang_service: sglang_service_gpu ..."])
+    assert decided["problems"] == ["sglang_service: sglang_service_gpu ..."] and decided["tp_size"] == 1
 
 
 @pytest.mark.parametrize("check", [False, True])
@@ -193,13 +202,37 @@ def test_a_missing_hugging_face_home_is_made(node):
     assert names(result) == [("file", "%s is missing" % home["path"])]
 
 
-def test_a_release_not_owned_as_the_link_row_says_is_switched_again(node):
+def test_the_link_rows_owner_is_the_releases_not_the_links_own(node):
     root, rows = node
     link = next(row for row in rows if row.get("state") == "link")
-    link["owner"] = "nobody-else"
+    # ansible.builtin.file sets the owner through the link: the link's own owner is not judged.
+    os.lchown(link["path"], 65534, 65534)
+    assert planned(root, rows)["steps"] == []
+    os.chown(link["src"], 65534, 65534)
     result = planned(root, rows)
-    assert [f["path"] for f in result["files"]] == [link["path"]]
-    assert "owner" in result["files"][0]["reason"]
+    assert [(f["path"], f["reason"].split(":")[0]) for f in result["files"]] == [(link["path"], link["src"])]
+    assert result["files"][0]["reason"].startswith("%s: owner " % link["src"])
+    assert result["files"][0]["reason"].endswith("not %s:%s" % (link["owner"], link["group"]))
+
+
+def test_no_row_of_the_plan_carries_a_files_text_or_checksum(node):
+    root, rows = node
+    for row in rows:
+        if row.get("state") is None:
+            Path(row["path"]).write_text("tampered\n")
+    result = planned(root, rows)
+    secret = [f for f in result["files"] if f.get("secret")]
+    assert len(secret) == 1 and len(result["files"]) == len([r for r in rows if r.get("state") is None])
+    assert all("content" not in f and "checksum" not in f for f in result["files"] + result["table"])
+
+
+def test_a_restart_the_state_calls_for_proves_the_gpus_first(node):
+    root, rows = node
+    two = {"present": True, "count": 2, "capability_majors": [12], "topology": {"summary": "nvlink"}}
+    unhealthy = dict(RUNNING, health={"status": 500, "error": None})
+    result = planned(root, rows, state=unhealthy, gpu=two)
+    assert result["service"]["smoke"] is True and "smoke" not in result["step"]
+    assert planned(root, rows, state=unhealthy)["service"]["smoke"] is False
 
 
 def test_no_release_path_leaves_the_link_alone(node):
@@ -245,6 +278,24 @@ def test_an_engine_still_loading_is_waited_for_in_a_run_and_only_noted_in_a_chec
     # Still not healthy after the wait: restarted, once.
     again = service_state(loading, inputs(root), False, waited=True)
     assert again["reasons"] == ["running but /health answered 503"] and again["wait_for_loading"] is False
+    assert again["restarts"] is True and again["tell_reasons"] is True
+    # A restart this run makes for its own changes is not put off for a loading engine.
+    assert service_state(loading, inputs(root), True)["wait_for_loading"] is False
+
+
+def test_one_restart_for_the_runs_changes_and_what_the_state_shows(node):
+    root, rows = node
+    behind = dict(RUNNING, newer_than_start=["/etc/sglang/sglang.env"])
+    # The run's own change restarts; the state's reason is told only in a check.
+    run = service_state(behind, inputs(root), True)
+    assert (run["restarts"], run["tell_reasons"]) == (True, False)
+    check = service_state(behind, inputs(root), True, check_mode=True)
+    assert (check["restarts"], check["tell_reasons"]) == (True, True)
+    # A stopped unit with nothing changed is started, not restarted.
+    stopped = service_state(dict(RUNNING, active_state="inactive"), inputs(root), False)
+    assert (stopped["restarts"], stopped["start"], stopped["restart_due"]) == (False, True, True)
+    # A drop-in restarts.
+    assert service_state(dict(RUNNING, dropins=["/x.conf"]), inputs(root), False)["restarts"] is True
 
 
 def test_a_record_left_behind_is_kept_or_forgotten_by_the_service_it_left(node):
@@ -320,6 +371,12 @@ def test_the_pcie_all_reduce_follows_the_topology_and_the_release(tmp_path):
     assert on["pcie_ipc_allreduce"] is True
     assert on["environment"] == {"HF_HOME": f"{tmp_path}/var/lib/sglang/.cache/huggingface",
                                  "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "1", "SGLANG_PCIE_IPC_MAX_NUMEL": "1024"}
+    # Later sources win: the settings', then NCCL's, the sandbox's and the PCIe all-reduce's.
+    layered = release(found, inputs(tmp_path, gpu=pcie, crash_policy="force",
+                                    environment={"A": "env", "B": "env", "HF_HOME": "env", "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "0"},
+                                    nccl_environment={"B": "nccl"}), [])["environment"]
+    assert (layered["A"], layered["B"], layered["HF_HOME"], layered["SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"]) == (
+        "env", "nccl", f"{tmp_path}/var/lib/sglang/.cache/huggingface", "1")
     nvlink = dict(pcie, topology={"summary": "nvlink"})
     assert release(found, inputs(tmp_path, gpu=nvlink, crash_policy="force"), [])["pcie_ipc_allreduce"] is False
     old = release({"server_flags": FLAGS_058, "paths": {}}, inputs(tmp_path, pcie_ipc_allreduce="always"), [])
@@ -356,3 +413,5 @@ def test_the_tp_size_follows_the_setting_then_the_gpus_then_the_fallback(tmp_pat
     assert release(found, inputs(tmp_path, gpu=eight, tp_size=4), [])["tp_size"] == 4
     assert release(found, inputs(tmp_path, gpu={}, tp_size_fallback=2), [])["tp_size"] == 2
     assert release(found, inputs(tmp_path, gpu=eight), [])["args"][6:8] == ["--tp-size", "8"]
+    # The record the next run reads back holds the size and a line break.
+    assert release(found, inputs(tmp_path, gpu=eight), [])["tp_record"] == "8\n"

@@ -469,13 +469,10 @@ SNAPSHOT = ("find /etc/sglang /usr/local/lib/blackwell-sglang /etc/systemd/syste
 
 def _json_playbook(monkeypatch, *args):
     """The scenario's converge with the JSON callback: the report. The release to deploy is the
-    one the active-release link already names, so that the link's row is in force. Secure logging
-    is off, so that the plan's fact and the secrets file's item are in the report (the lab's
-    secrets are test values)."""
+    one the active-release link already names, so that the link's row is in force."""
     monkeypatch.setenv("ANSIBLE_STDOUT_CALLBACK", "ansible.posix.json")
     monkeypatch.delenv("ANSIBLE_CALLBACKS_ENABLED", raising=False)
-    proc = run_playbook(CONVERGE, *args, "-e", "sglang_service_secure_logging=false",
-                        "-e", "sglang_service_release_path=/opt/sglang/releases/{{ lab_sglang_version }}")
+    proc = run_playbook(CONVERGE, *args, "-e", "sglang_service_release_path=/opt/sglang/releases/{{ lab_sglang_version }}")
     assert proc.returncode == 0, proc.stdout[-20000:] + proc.stderr[-3000:]
     return json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{"):])[0]
 
@@ -483,8 +480,7 @@ def _json_playbook(monkeypatch, *args):
 def _outcome(report, host, secret_paths):
     """The table's paths the role's looped tasks changed (or would change) on host, and the other
     tasks that changed there, but for the restart handler, which follows any of them. The secrets
-    file's task hides its items whatever sglang_service_secure_logging says (a templated no_log):
-    its change is its rows' paths."""
+    file's task hides its items (no_log): its change is its rows' paths."""
     paths, others = [], []
     for play in report["plays"]:
         for task in play["tasks"]:
