@@ -272,8 +272,11 @@ def not_judged_reason(res: dict, guard: str = "") -> str | None:
     return None
 
 
-def _item_label(res: dict) -> str:
+def _item_label(res: dict) -> str | None:
+    """The loop item's label; None where a no_log result hides it (the task's own label stands)."""
     label = res.get("_ansible_item_label", res.get("item"))
+    if label is None:
+        return None
     return label if isinstance(label, str) else json.dumps(label, sort_keys=True)
 
 

@@ -393,6 +393,15 @@ def test_a_no_log_task_that_would_change_is_drift_and_its_result_stays_hidden():
     assert [report["hosts"][h]["status"] for h in ("h1", "h2")] == ["drift", "ok"]
 
 
+def test_a_no_log_loop_item_keeps_the_tasks_label_not_a_null_item():
+    # A censored loop item carries neither its item nor its label.
+    censored = {"censored": "the output has been hidden due to the fact that 'no_log: true' was "
+                            "specified for this result", "changed": True}
+    report = drift.replay([start(), play(), result("item_ok", "h1", "Write the secrets file", censored),
+                           stats("h1")])
+    assert pairs(report, "h1") == [("Write the secrets file", NO_LOG)]
+
+
 def test_slim_result_keeps_only_what_the_report_reads():
     assert drift.slim_result({"changed": True, "stdout": "secret", "diff": {"before": "a"},
                               "invocation": {"module_args": {}}}) == {"changed": True, "diff": {"before": "a"}}
