@@ -2,14 +2,16 @@
 # Builds the lab's stand-in for NVIDIA's CUDA network repository: a flat apt repository laid
 # out like NVIDIA's (<out>/<distribution>/x86_64/), signed with a throwaway key generated per build,
 # holding packages named as NVIDIA names them. Their payload is real: the toolkit trees are
-# unpacked from NVIDIA's own PyPI wheels into /usr/local/cuda-12.8 and /usr/local/cuda-13.0,
-# and the config-common packages register /usr/local/cuda and /usr/local/cuda-<major> with
-# update-alternatives the way NVIDIA's do.
+# unpacked from NVIDIA's own PyPI wheels into /usr/local/cuda-12.8, /usr/local/cuda-13.0 and
+# /usr/local/cuda-13.5 (a later 13.x, what a fleet moves to from 13.0), and the config-common
+# packages register /usr/local/cuda and /usr/local/cuda-<major> with update-alternatives the way
+# NVIDIA's do.
 #
 #   tools/lab/build-cuda-repo.sh        # prints the output directory
 #   LAB_CUDA_REPO_DISTRO=ubuntu2404 tools/lab/build-cuda-repo.sh
 #
-# LAB_CUDA_REPO_DISTRO names the distribution directory (debian12, the lab image's, by default;
+# LAB_CUDA_REPO_DISTRO names the distribution directory (debian12, the lab image's, by default,
+# which also writes debian13 beside it for the lab's Debian 13 nodes, signed with the same key;
 # ubuntu2204 and ubuntu2404 as NVIDIA names theirs). The packages are the same for each: only
 # the path apt and the role compose from it differs. A distribution other than debian12 is
 # built into its own output directory, so the lab's repository stays as it is.
@@ -22,10 +24,13 @@ root=$(cd "$here/../.." && pwd)
 cache=${BLACKWELL_CACHE:-$root/.cache}
 distro=${LAB_CUDA_REPO_DISTRO:-debian12}
 case $distro in
-  debian12 | ubuntu2204 | ubuntu2404) ;;
-  *) echo "LAB_CUDA_REPO_DISTRO=$distro: NVIDIA publishes debian12, ubuntu2204 and ubuntu2404" >&2; exit 2 ;;
+  debian12 | debian13 | ubuntu2204 | ubuntu2404) ;;
+  *) echo "LAB_CUDA_REPO_DISTRO=$distro: NVIDIA publishes debian12, debian13, ubuntu2204 and ubuntu2404" >&2; exit 2 ;;
 esac
+# The distribution directories written, one pool of packages each.
+distros=$distro
 if [ "$distro" = debian12 ]; then
+  distros="debian12 debian13"
   out=${LAB_CUDA_REPO_OUT:-$cache/lab/cuda-repo}
 else
   out=${LAB_CUDA_REPO_OUT:-$cache/lab/cuda-repo-$distro}
@@ -36,9 +41,11 @@ wheels=$cache/wheels
 python=${BLACKWELL_VENV:-$root/.venv}/bin/python
 [ -x "$python" ] || python=python3
 
-# The 12.8 wheel is what a node "already on 12.8" has; the 13.0 wheel is the upgrade target.
+# The 12.8 wheel is what a node "already on 12.8" has; the 13.0 wheel is the upgrade target,
+# and the 13.5 wheel the minor release a fleet on 13.0 moves to next.
 nvcc12=nvidia-cuda-nvcc-cu12==12.8.93
 nvcc13=nvidia-cuda-nvcc==13.0.88
+nvcc135=nvidia-cuda-nvcc==13.5.37
 # The wheels and the repository built from them end up installed on the nodes as root, and a
 # reused output is trusted by its .inputs file: only directories the caller alone controls.
 # shellcheck source=tools/lab/owned-dir.sh
@@ -46,7 +53,7 @@ nvcc13=nvidia-cuda-nvcc==13.0.88
 owned_dir "$wheels"
 owned_dir "$(dirname "$out")"
 lock_script "$out.lock" "$@"
-for spec in "$nvcc12" "$nvcc13"; do
+for spec in "$nvcc12" "$nvcc13" "$nvcc135"; do
   name=${spec%%==*}
   ver=${spec##*==}
   if ! compgen -G "$wheels/${name//-/_}-$ver-*.whl" >/dev/null; then
@@ -55,8 +62,9 @@ for spec in "$nvcc12" "$nvcc13"; do
 done
 wheel12=$(compgen -G "$wheels/nvidia_cuda_nvcc_cu12-12.8.93-*.whl" | head -n1)
 wheel13=$(compgen -G "$wheels/nvidia_cuda_nvcc-13.0.88-*.whl" | head -n1)
+wheel135=$(compgen -G "$wheels/nvidia_cuda_nvcc-13.5.37-*.whl" | head -n1)
 
-inputs=$( (sha256sum "$here/build-cuda-repo.sh" "$wheel12" "$wheel13" | cut -d' ' -f1; echo "$url $distro") | sha256sum | cut -c1-16)
+inputs=$( (sha256sum "$here/build-cuda-repo.sh" "$wheel12" "$wheel13" "$wheel135" | cut -d' ' -f1; echo "$url $distros") | sha256sum | cut -c1-16)
 if [ "$(cat "$out/.inputs" 2>/dev/null)" = "$inputs" ] && [ -f "$out/$distro/$arch/InRelease" ]; then
   echo "$out"
   exit 0
@@ -64,7 +72,7 @@ fi
 
 work=$(mktemp -d /var/tmp/blackwell-cuda-repo.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-pool=$work/repo/$distro/$arch
+pool=$work/pool
 mkdir -p "$pool"
 
 unpack() { # wheel dest: the wheel's files, without Python packaging
@@ -164,35 +172,43 @@ toolkit() { # wheel wheel-prefix ver(12.8) major dash(12-8) full(12.8.93) meta-r
 toolkit "$wheel12" nvidia/cuda_nvcc 12.8 12 12-8 12.8.93 1
 # Two revisions of the 13.0 meta-package let the lab move a version pin.
 toolkit "$wheel13" nvidia/cu13 13.0 13 13-0 13.0.88 1 2
+toolkit "$wheel135" nvidia/cu13 13.5 13 13-5 13.5.37 1
 
 export GNUPGHOME=$work/gnupg
 mkdir -m 0700 "$GNUPGHOME"
 gpg --batch --quiet --pinentry-mode loopback --passphrase '' \
   --quick-generate-key 'blackwell.sglang lab CUDA repository <lab@example.invalid>' ed25519 sign 1d 2>/dev/null
-gpg --batch --export --armor >"$pool/cuda-archive-key.pub"
-# The key is new with every build, so its fingerprint is published beside it for the lab's
-# inventory and scenarios to pin (cuda13_repo_key_fingerprint), as NVIDIA publishes its own.
-gpg --batch --show-keys --with-colons "$pool/cuda-archive-key.pub" | awk -F: '$1 == "fpr" { print $10; exit }' \
-  >"$pool/cuda-archive-key.fingerprint"
 
-d=$work/pkg/cuda-keyring
-mkdir -p "$d/usr/share/keyrings" "$d/etc/apt/sources.list.d"
-gpg --batch --export >"$d/usr/share/keyrings/cuda-archive-keyring.gpg"
-echo "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] $url/$distro/$arch/ /" \
-  >"$d/etc/apt/sources.list.d/cuda-$distro-$arch.list"
-control "$d" cuda-keyring 1.1-1 all "" "GPG keyring and sources list of the lab's CUDA repository"
-echo "/etc/apt/sources.list.d/cuda-$distro-$arch.list" >"$d/DEBIAN/conffiles"
-build "$d"
+for dist in $distros; do
+  dir=$work/repo/$dist/$arch
+  mkdir -p "$dir"
+  cp -l "$pool"/*.deb "$dir"/
+  gpg --batch --export --armor >"$dir/cuda-archive-key.pub"
+  # The key is new with every build, so its fingerprint is published beside it for the lab's
+  # inventory and scenarios to pin (cuda13_repo_key_fingerprint), as NVIDIA publishes its own.
+  gpg --batch --show-keys --with-colons "$dir/cuda-archive-key.pub" | awk -F: '$1 == "fpr" { print $10; exit }' \
+    >"$dir/cuda-archive-key.fingerprint"
 
-(
-  cd "$pool"
-  dpkg-scanpackages --multiversion . /dev/null 2>/dev/null >Packages
-  gzip -9nk Packages
-  apt-ftparchive -o APT::FTPArchive::Release::Origin=blackwell-lab \
-    -o APT::FTPArchive::Release::Label=cuda release . >Release
-  gpg --batch --yes --clearsign -o InRelease Release
-  gpg --batch --yes -abs -o Release.gpg Release
-)
+  d=$work/pkg/cuda-keyring-$dist
+  mkdir -p "$d/usr/share/keyrings" "$d/etc/apt/sources.list.d"
+  gpg --batch --export >"$d/usr/share/keyrings/cuda-archive-keyring.gpg"
+  echo "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] $url/$dist/$arch/ /" \
+    >"$d/etc/apt/sources.list.d/cuda-$dist-$arch.list"
+  control "$d" cuda-keyring 1.1-1 all "" "GPG keyring and sources list of the lab's CUDA repository"
+  echo "/etc/apt/sources.list.d/cuda-$dist-$arch.list" >"$d/DEBIAN/conffiles"
+  find "$d" -path "$d/DEBIAN" -prune -o -type d -exec chmod 0755 {} +
+  dpkg-deb --root-owner-group -Zxz -z1 --build "$d" "$dir" >/dev/null
+
+  (
+    cd "$dir"
+    dpkg-scanpackages --multiversion . /dev/null 2>/dev/null >Packages
+    gzip -9nk Packages
+    apt-ftparchive -o APT::FTPArchive::Release::Origin=blackwell-lab \
+      -o APT::FTPArchive::Release::Label=cuda release . >Release
+    gpg --batch --yes --clearsign -o InRelease Release
+    gpg --batch --yes -abs -o Release.gpg Release
+  )
+done
 chmod -R a+rX "$work/repo"
 echo "$inputs" >"$work/repo/.inputs"
 rm -rf "$out.new" && cp -a "$work/repo" "$out.new"
