@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -126,6 +127,33 @@ def running_lab(env: dict) -> Iterator[subprocess.CompletedProcess]:
         yield up
     finally:
         subprocess.run([LAB_SH, "down"], cwd=ROOT, env=env, capture_output=True, check=False)
+
+
+RECAP = re.compile(
+    r"^(?P<host>\S+)\s*: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
+    r"\s+failed=(?P<failed>\d+)\s+skipped=\d+\s+rescued=(?P<rescued>\d+)\s+ignored=(?P<ignored>\d+)",
+    re.MULTILINE)
+
+
+def recap(output: str) -> dict:
+    """ansible-playbook's play recap: host -> {ok, changed, unreachable, failed, rescued, ignored}.
+    Where the output holds several recaps, a host's last one."""
+    return {m["host"]: {k: int(v) for k, v in m.groupdict().items() if k != "host"}
+            for m in RECAP.finditer(output)}
+
+
+def drift_report(inventory: Path, playbook: Path, env: dict, out: Path) -> tuple[int, dict, str]:
+    """tools/drift-report (site.yml or playbook in check and diff mode) on inventory: its exit
+    status, its JSON report (out.json; {} if it wrote none) and what it printed. The Markdown
+    report goes to out.md."""
+    json_path = out.with_suffix(".json")
+    json_path.unlink(missing_ok=True)
+    proc = subprocess.run(
+        [str(ROOT / "tools" / "drift-report"), "-i", str(inventory), "-p", str(playbook),
+         "--json", str(json_path), "--markdown", str(out.with_suffix(".md"))],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    report = json.loads(json_path.read_text()) if json_path.exists() else {}
+    return proc.returncode, report, proc.stdout + proc.stderr
 
 
 def in_container(name: str, script: str) -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, VENV_BIN, ansible_env, copy_as_collection, lab_env, running_lab
+from conftest import ROOT, VENV_BIN, ansible_env, copy_as_collection, lab_env, recap, running_lab
 from test_ansible_core_versions import FLOOR_VERSION, floor_bin
 
 VERSION = "0.1.0"
@@ -64,12 +64,6 @@ TOP_LEVEL = sorted([
     "benchmarks", "changelogs", "docs", "execution-environment.yml", "inventories", "meta", "molecule",
     "playbooks", "plugins", "pytest.ini", "roles", "site.yml", "tests", "tools",
 ])
-
-RECAP = re.compile(
-    r"^(?P<host>\S+)\s*: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
-    r"\s+failed=(?P<failed>\d+)\s+skipped=\d+\s+rescued=(?P<rescued>\d+)\s+ignored=(?P<ignored>\d+)",
-    re.MULTILINE)
-
 
 def tracked_files() -> list:
     """The files copy_as_collection copies: tracked, plus untracked ones git does not ignore."""
@@ -194,11 +188,6 @@ def bundled_dependency_closure() -> dict:
         manifest = json.loads((found[fqcn] / "MANIFEST.json").read_text(encoding="utf-8"))
         todo.extend(manifest["collection_info"]["dependencies"])
     return found
-
-
-def recap(output: str) -> dict:
-    return {m["host"]: {k: int(v) for k, v in m.groupdict().items() if k != "host"}
-            for m in RECAP.finditer(output)}
 
 
 PREFIX = "core-install"

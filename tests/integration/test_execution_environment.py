@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import CACHE, ROOT, VENV_BIN, ansible_env, lab_env, running_lab
+from conftest import CACHE, ROOT, VENV_BIN, ansible_env, lab_env, recap, running_lab
 
 PREFIX = "ee"
 NODE = f"{PREFIX}-01"
@@ -37,9 +37,6 @@ CORE_VERSION = DEFINITION["dependencies"]["ansible_core"]["package_pip"].split("
 PYTHON = DEFINITION["dependencies"]["python_interpreter"]["python_path"]
 # The private data directory's env/envvars: what ansible-runner sets in the EE besides its own.
 ENVVARS = "ANSIBLE_NOCOLOR: '1'\n"
-RECAP = re.compile(
-    r"^(?P<host>\S+)\s*: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
-    r"\s+failed=(?P<failed>\d+)", re.MULTILINE)
 # What Debian's podman 4.3 needs to start any container here (see tools/lab/fleet.sh), and the
 # lab nodes' SSH ports are on the host's loopback.
 CONTAINER_OPTIONS = ("--network=host", "--ulimit=nofile=1024:1024", "--ulimit=nproc=4096:4096")
@@ -175,9 +172,9 @@ def test_site_runs_with_the_images_ansible_core_python_and_collection(ee_lab):
 def test_site_through_the_ee_converges_the_node(ee_lab):
     site = ee_lab["site"]
     assert site.returncode == 0, site.stdout[-20000:] + site.stderr[-5000:]
-    counts = {m["host"]: m.groupdict() for m in RECAP.finditer(site.stdout)}[NODE]
-    assert int(counts["changed"]) > 0, counts
-    assert (counts["failed"], counts["unreachable"]) == ("0", "0"), counts
+    counts = recap(site.stdout)[NODE]
+    assert counts["changed"] > 0, counts
+    assert (counts["failed"], counts["unreachable"]) == (0, 0), counts
     assert on_node("systemctl is-active sglang") == "active"
     assert on_node("python3 -c \"import urllib.request as u; "
                    "print(u.urlopen('http://127.0.0.1:30000/health').status)\"") == "200"

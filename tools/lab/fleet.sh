@@ -4,6 +4,8 @@
 # `debian` in with a lab key generated on first use; root cannot log in. Every node mounts the
 # lab's Debian mirror (built with the image) at /srv/debian-mirror, its only apt source. Writes
 # an inventory for the fleet: Ansible logs in as `debian` and escalates where a play says so.
+# A fleet may mix Debian releases (LAB_SUITES): each node then runs its release's image and
+# mounts that release's mirror.
 #
 #   tools/lab/fleet.sh up [N]      # start nodes 1..N (default LAB_NODES, 3), write the inventory
 #   tools/lab/fleet.sh down        # remove this fleet's containers (the key and inventory stay)
@@ -16,7 +18,9 @@
 # space separated, e.g. a package repository bind-mounted read-only into every node),
 # LAB_SSH_WAIT (seconds to wait for each node's sshd, default 300), LAB_BOOT_TRIES (containers
 # tried for a node whose systemd exits while booting, default 3), LAB_GROUP (the inventory
-# group of the nodes, default sglang_nodes: the group site.yml targets).
+# group of the nodes, default sglang_nodes: the group site.yml targets), LAB_SUITES (the Debian
+# suite of each node, space separated: node N runs the Nth, nodes past the list the last one;
+# default bookworm for all, e.g. "bookworm trixie" for a Debian 12 and a Debian 13 node).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tools/lab/owned-dir.sh
@@ -46,16 +50,43 @@ ensure_key() {
 
 node_name() { printf '%s-%02d' "$prefix" "$1"; }
 
+# The suite node N runs: the Nth of LAB_SUITES, or its last one.
+read -r -a suites <<<"${LAB_SUITES:-bookworm}"
+[ "${#suites[@]}" -gt 0 ] || suites=(bookworm)
+node_suite() {
+  local i=$1
+  [ "$i" -le "${#suites[@]}" ] || i=${#suites[@]}
+  echo "${suites[i - 1]}"
+}
+
+# Each suite's image and mirror, as build-image.sh prints them (it reuses what it built before).
+declare -A images mirrors
+build_images() {
+  local suite built
+  for suite in $(printf '%s\n' "${suites[@]}" | sort -u); do
+    built=$("$root/tools/lab/build-image.sh" "$suite")
+    images[$suite]=$(tail -n 1 <<<"$built")
+    mirrors[$suite]=$(tail -n 2 <<<"$built" | head -n 1)
+  done
+}
+
 run_node() {
-  local i=$1 name port
+  local i=$1 name port suite
   name=$(node_name "$i")
   port=$((port_base + i))
-  local volumes=(-v "$debian_mirror:/srv/debian-mirror:ro")
+  suite=$(node_suite "$i")
+  local volumes=(-v "${mirrors[$suite]}:/srv/debian-mirror:ro") caps=()
   for v in ${LAB_VOLUMES:-}; do volumes+=(-v "$v"); done
+  # Debian 13's systemd (257) starts no unit that runs as another user with ProtectHostname=,
+  # ProtectClock= or ProtectKernelTunables= (sglang.service has all three) unless PID 1 holds
+  # CAP_SYS_ADMIN, as it does on a host: without it the unit fails with status 217/USER, "Failed
+  # to keep CAP_SYS_ADMIN". Podman leaves that capability out by default; Debian 12's systemd
+  # skips the namespace it cannot set up instead.
+  [ "$suite" = bookworm ] || caps=(--cap-add SYS_ADMIN)
   # runc and lowered rlimits: the only combination Debian's podman 4.3 accepts here.
-  podman run -d --name "$name" --hostname "$name" --label "$label" \
+  podman run -d --name "$name" --hostname "$name" --label "$label" "${caps[@]}" \
     --systemd=always --ulimit nofile=1024:1024 --ulimit nproc=4096:4096 \
-    -p "127.0.0.1:$port:22" "${volumes[@]}" "$image" /sbin/init >/dev/null
+    -p "127.0.0.1:$port:22" "${volumes[@]}" "${images[$suite]}" /sbin/init >/dev/null
 }
 
 start_node() {
@@ -153,9 +184,7 @@ case "$cmd" in
     count=${2:-${LAB_NODES:-3}}
     [[ "$count" =~ ^[1-9][0-9]*$ ]] || die "node count must be a positive integer, got '$count'"
     [ "$count" -le 99 ] || die "at most 99 nodes, got $count"
-    built=$("$root/tools/lab/build-image.sh")
-    image=$(tail -n 1 <<<"$built")
-    debian_mirror=$(tail -n 2 <<<"$built" | head -n 1)
+    build_images
     # Every systemd in a container takes several inotify instances from the host's per-user
     # budget (128 on Debian); past it, systemd stalls at boot with "Failed to create inotify
     # object: Too many open files" and sshd never starts. A few dozen nodes need more.
