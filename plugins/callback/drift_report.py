@@ -172,7 +172,7 @@ class CallbackModule(CallbackBase):
             "event": "result",
             "kind": kind,
             "host": result.host.name,
-            # The name without the role's collection: "sglang_service : Write the systemd unit and its launcher"
+            # The name without the role's collection: "sglang_service : Write the files the server starts from"
             # (ansible-core 2.21 puts "blackwell.sglang." before the role in task_name).
             "task": task.get_name(include_role_fqcn=False) or task.action,
             "role": role.get_name(include_role_fqcn=False) if role else None,

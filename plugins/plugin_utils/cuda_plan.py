@@ -75,11 +75,12 @@ def repository(facts, gpu, inputs):
         problems.append(
             "cuda13: cuda13_repo_key_fingerprint '%s' is not an OpenPGP fingerprint (40 hexadecimal digits, or 64 for "
             "a version 6 key). Nothing was changed." % (inputs.get("repo_key_fingerprint") or fingerprint))
+    problems += _version_problems(inputs)
     if truthy(inputs["preflight_enabled"]) and not truthy(inputs["driver_manage"]) and gpu and gpu.get("present"):
         driver = gpu.get("driver_version")
         if driver is not None and _version_tuple(driver) < _version_tuple(inputs["driver_min_version"]):
             problems.append(
-                "cuda13: NVIDIA driver %s is older than %s, the minimum for CUDA 13.0; install an R580 driver first "
+                "cuda13: NVIDIA driver %s is older than %s, the minimum for CUDA 13; install an R580 driver first "
                 "(or set cuda13_driver_manage: true). Nothing was changed." % (driver, inputs["driver_min_version"]))
         if 12 in (gpu.get("capability_majors") or []) and gpu.get("kernel_module_open") is False:
             problems.append(
@@ -88,6 +89,20 @@ def repository(facts, gpu, inputs):
                 "Nothing was changed.")
     repo["problems"] = problems
     return repo
+
+
+def _version_problems(inputs):
+    """A release that is no 13.x, and a package pin that is not a version of that release."""
+    version = str(inputs.get("version", ""))
+    if not re.match(r"^13\.[0-9]+$", version):
+        return ["cuda13: cuda13_version '%s' is not a CUDA 13.x release; give it as 13.<minor>, for example 13.0 or "
+                "13.5. Nothing was changed." % version]
+    pin = str(inputs.get("toolkit_version") or "")
+    if pin and not pin.startswith(version + "."):
+        return ["cuda13: cuda13_toolkit_version '%s' is not a version of CUDA %s (%s); pin one of its versions "
+                "(%s.<patch>-<revision>) or leave it empty. Nothing was changed."
+                % (pin, version, inputs["toolkit_package"], version)]
+    return []
 
 
 def _key_problems(key, repo):

@@ -160,6 +160,11 @@ def release(read, inputs, setting_problems, check_mode=False):
                      "could use the GPUs. Set sglang_service_api_key, listen on loopback (sglang_service_host: "
                      "127.0.0.1), or set sglang_service_allow_unauthenticated: true if only trusted clients can reach "
                      "it; nothing was written." % (inputs["host"], inputs["port"]))
+    toolkit = _text(inputs.get("cuda_toolkit"))
+    if toolkit and not toolkit.startswith("/"):
+        found.append("sglang_service: sglang_service_cuda_toolkit '%s' is not an absolute path; it names the CUDA "
+                     "toolkit directory the server runs on (for example /usr/local/cuda-13.0), or is empty. Nothing "
+                     "was written." % toolkit)
     if _whole(size) < 1:
         found.append("sglang_service: tensor parallel size must be at least 1, got %s." % size)
     if inputs["tp_size"] is None and before > _whole(size):
@@ -178,6 +183,8 @@ def release(read, inputs, setting_problems, check_mode=False):
     return {
         "readable": readable, "version": version, "problems": found, "args": args, "environment": environment,
         "tp_size": size, "tp_record": "%s\n" % size, "tp_before": before, "gpu_majors": majors,
+        # The CUDA toolkit record's text (empty: the row is out of force).
+        "cuda_record": "%s\n" % toolkit if toolkit else "",
         "fusion": {"crash": crash, "enabled": fusion, "left_out": crash and policy == "warn"},
         "pcie_ipc_allreduce": pcie, "health_host": health_host(inputs["host"]),
         # The majors the NCCL version is judged against: nothing to judge under ignore.

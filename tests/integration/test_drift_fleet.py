@@ -58,14 +58,14 @@ TAMPERS = {
                        "/opt/sglang/current/lib/python3.11/site-packages, "
                        "/opt/sglang/current/lib/python3.11/site-packages/sglang-0.5.8.dist-info"))]),
     2: ("sed -i 's/^TimeoutStopSec=.*/TimeoutStopSec=5/' /etc/systemd/system/sglang.service",
-        [("sglang_service : Write the systemd unit and its launcher [/etc/systemd/system/sglang.service]",
+        [("sglang_service : Write the files the server starts from [/etc/systemd/system/sglang.service]",
           "content of /etc/systemd/system/sglang.service would change (+1 -1 lines)"),
          # The running server has not seen the edited unit: systemd reports it, and it is newer.
          ("sglang_service : Restart sglang to load what changed under it, or to recover its health",
           "restart sglang: systemd has not loaded the unit on disk (NeedDaemonReload); changed after "
           "the server started: /etc/systemd/system/sglang.service")]),
     3: ("update-alternatives --quiet --set cuda /usr/local/cuda-12.8",
-        [("cuda13 : Select CUDA 13.0 for the toolkit links [/usr/local/cuda]",
+        [("cuda13 : Select the CUDA toolkit for the links [/usr/local/cuda]",
           "alternatives: Set alternative '/usr/local/cuda-13.0' for 'cuda'.")]),
     4: ("chmod 0644 /etc/sglang/sglang.env",
         [("sglang_service : Write the secrets file",
@@ -638,6 +638,98 @@ def test_a_run_killed_after_the_switch_is_rolled_back_by_the_next_failed_gate(fl
     assert on_node(1, f"test -e {RECORD} && echo left || echo gone").strip() == "gone"
 
 
+CUDA_RECORD = "/etc/sglang/cuda-toolkit"
+REFUSE_CUDA_13_5 = '{"mode": "serve", "health_delay": 1.0, "refuse_cuda": ["13.5"]}'
+CUDA_STATE = ("readlink /etc/alternatives/cuda /etc/alternatives/cuda-13; cat " + CUDA_RECORD + "; "
+              "dpkg-query -W -f '${db:Status-Abbrev} ${Package}\\n' 'cuda-toolkit-13-*' 2>/dev/null | grep -v config-common | sort")
+
+
+def cuda_state(i: int) -> list:
+    return on_node(i, CUDA_STATE).split("\n")[:-1]
+
+
+def launched(i: int, since: int) -> list:
+    """(SGLang version, CUDA release, mode) of each launch of node i after the first `since`."""
+    lines = on_node(i, f"tail -n +{since + 1} /var/lib/sglang-standin/launches.jsonl").splitlines()
+    return [(launch["sglang_version"], launch["cuda"], launch["mode"]) for launch in map(json.loads, lines)]
+
+
+def cuda_version(fleet, version: str | None) -> None:
+    """cuda13_version for every node, as an operator sets it for the fleet (host_vars files)."""
+    for i in range(1, NODES + 1):
+        host_vars(fleet, i, None if version is None else f'cuda13_version: "{version}"\n')
+
+
+ON_13_0 = ["/usr/local/cuda-13.0", "/usr/local/cuda-13.0", "/usr/local/cuda-13.0", "hi  cuda-toolkit-13-0"]
+ON_13_5 = ["/usr/local/cuda-13.5", "/usr/local/cuda-13.5", "/usr/local/cuda-13.5",
+           "hi  cuda-toolkit-13-0", "hi  cuda-toolkit-13-5"]
+
+
+def test_a_cuda_minor_upgrade_rolls_out_behind_the_health_gate_and_a_failed_gate_switches_back(fleet):
+    """The fleet serves on CUDA 13.0; cuda13_version 13.5 is set for every node (a real nvcc
+    13.5 from NVIDIA's wheel, in the lab's CUDA repository). A check reports the move on every
+    node and changes nothing. The rollout, one node per batch, with node 2's engine refusing
+    13.5 (the stand-in asks the real nvcc under CUDA_HOME, as a JIT build would): node 1 installs
+    13.5 beside 13.0, its links move, its server restarts on 13.5 and passes its gate; node 2
+    fails its gate, its links go back to 13.0, which stayed installed, and it serves again on
+    13.0; nodes 3 and 4 are not touched. Once node 2's engine takes 13.5, the rollout finishes
+    and a check is clean; setting 13.0 again moves the fleet back the same way (all nodes in one
+    batch, after the batches above)."""
+    try:
+        cuda_version(fleet, "13.5")
+        before = snapshot()
+        code, report, output = drift_report(fleet, "cuda-13.5")
+        assert snapshot() == before
+        assert code == 1, output
+        for i in range(1, NODES + 1):
+            assert [(f["label"], f["reason"]) for f in report["hosts"][node(i)]["drift"]] == [
+                ("cuda13 : Install the toolkit package",
+                 "package would install: cuda-nvcc-13-5 cuda-toolkit-13-5 cuda-toolkit-13-5-config-common"),
+                (f"sglang_service : Write the files the server starts from [{CUDA_RECORD}]",
+                 f"content of {CUDA_RECORD} would change (+1 -1 lines)")], node(i)
+        for i in range(1, NODES + 1):
+            assert cuda_state(i) == ON_13_0, node(i)
+
+        started = {i: launches(i) for i in range(1, NODES + 1)}
+        on_node(2, f"echo '{REFUSE_CUDA_13_5}' >{STANDIN_CONFIG}")
+        try:
+            run = converge(fleet, "-e", "sglang_rollout_serial=1", "-e", "sglang_service_restart_sec=1")
+        finally:
+            on_node(2, f"echo '{SERVE}' >{STANDIN_CONFIG}")
+        assert run.returncode == 2, run.stdout[-5000:]
+        assert (f"sglang_service: sglang.service on {node(2)} failed (systemd gave up restarting it: failed/failed) "
+                "(/health: no answer) after a change of its unit and the move to CUDA /usr/local/cuda-13.5; rolled "
+                "back to its previous unit with CUDA /usr/local/cuda-13.0, which answers /health again: the node "
+                "serves what it served before. The rollout stops here.") in run.stdout, run.stdout[-5000:]
+        assert cuda_state(1) == ON_13_5
+        assert launched(1, started[1]) == [("0.5.8", "13.5", "serve")]
+        # Node 2 installed 13.5, and went back to 13.0 with its server.
+        assert cuda_state(2) == ON_13_0[:3] + ["hi  cuda-toolkit-13-0", "hi  cuda-toolkit-13-5"]
+        assert launched(2, started[2]) == [("0.5.8", "13.5", "refused")] * 3 + [("0.5.8", "13.0", "serve")]
+        for i in (1, 2):
+            assert on_node(i, HEALTH).strip() == "200", node(i)
+        for i in (3, 4):
+            assert cuda_state(i) == ON_13_0, node(i)
+            assert launches(i) == started[i], node(i)
+
+        # The batches were shown above; the rest of the fleet moves at once.
+        finished = converge(fleet, "-e", "sglang_rollout_serial=100%")
+        assert finished.returncode == 0, finished.stdout[-5000:]
+        for i in range(1, NODES + 1):
+            assert cuda_state(i) == ON_13_5, node(i)
+            assert launched(i, started[i])[-1] == ("0.5.8", "13.5", "serve"), node(i)
+            assert on_node(i, HEALTH).strip() == "200", node(i)
+        code, report, output = drift_report(fleet, "on-cuda-13.5")
+        assert code == 0, output
+    finally:
+        cuda_version(fleet, None)
+    back = converge(fleet, "-e", "sglang_rollout_serial=100%")
+    assert back.returncode == 0, back.stdout[-5000:]
+    for i in range(1, NODES + 1):
+        assert cuda_state(i)[:3] == ON_13_0[:3], node(i)
+        assert launched(i, started[i])[-1] == ("0.5.8", "13.0", "serve"), node(i)
+
+
 def test_a_lost_gpu_does_not_shrink_the_tensor_parallel_size(fleet):
     """Node 2's nvidia-smi lists 7 of its 8 GPUs (a copy of its recording without the last): the
     TP size, taken from the GPU count, was 8 at deploy, so the converge refuses before writing
@@ -733,7 +825,7 @@ def test_fresh_and_broken_nodes_report_drift_never_a_failure(fleet):
     assert (report["hosts"][node(2)]["status"], report["hosts"][node(2)]["drift"]) == ("ok", [])
     no_unit, no_lists = report["hosts"][node(3)], report["hosts"][node(4)]
     assert [(f["label"], f["reason"]) for f in no_unit["drift"]] == [
-        ("sglang_service : Write the systemd unit and its launcher [/etc/systemd/system/sglang.service]",
+        ("sglang_service : Write the files the server starts from [/etc/systemd/system/sglang.service]",
          "/etc/systemd/system/sglang.service would be created")]
     assert (no_unit["status"], no_unit["failures"]) == ("drift", [])
     # systemd cannot be asked about a unit that does not exist yet: not judged, not failed.

@@ -108,7 +108,7 @@ def test_converge_stages_the_model_before_the_service_restarts_onto_it(lab):
     names = [name for name, _r in tasks]
     copied = names.index("blackwell.sglang.sglang_model : Copy the model from its source")
     verified = names.index("blackwell.sglang.sglang_model : Read the model as staged")
-    unit = names.index("blackwell.sglang.sglang_service : Write the systemd unit and its launcher")
+    unit = names.index("blackwell.sglang.sglang_service : Write the files the server starts from")
     assert copied < verified < unit
     assert dict(tasks)["blackwell.sglang.sglang_model : Read the model as staged"]["complete"] is True
     assert on_node(f"sha256sum {SOURCE}/*.safetensors | sed 's#{SOURCE}##'") == \

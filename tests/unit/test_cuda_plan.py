@@ -38,9 +38,18 @@ DPKG_FRESH = "ii \tcuda-toolkit-12-8\t12.8.1-1\nii \tcuda-nvcc-12-8\t12.8.93-1\n
 
 
 def inputs(**changes) -> dict:
-    """The role's defaults and data as vars/main.yml gathers them, with changes."""
-    settings = {key[len("cuda13_"):]: value for key, value in DEFAULTS.items()}
-    return {**settings, **{k: v for k, v in DATA.items() if not str(v).startswith("{{")}, **changes}
+    """The role's defaults and data as vars/main.yml gathers them, with changes; a default or
+    datum that follows another setting (the package and directory from cuda13_version) is
+    rendered with the changes in force."""
+    render = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    context = {**DEFAULTS, **{"cuda13_" + key: value for key, value in changes.items()}}
+
+    def value(text):
+        return render.from_string(text).render(context) if isinstance(text, str) and "{{" in text else text
+
+    settings = {key[len("cuda13_"):]: value(text) for key, text in DEFAULTS.items()}
+    data = {key: value(text) for key, text in DATA.items() if not str(text).startswith("{{")}
+    return {**settings, **data, **changes}
 
 
 def files(root: Path, repo: dict, env: bool = True) -> list[dict]:
@@ -78,7 +87,7 @@ def read(table: list[dict], dpkg: str, links: dict, tree: bool, nvcc: str) -> di
         if state["exists"]:
             state.update(owner="root", group="root")
         paths[row["path"]] = state
-    patterns = [DATA["previous_toolkit_pattern"], "cuda-toolkit-13-0", "python3-apt"]
+    patterns = [DATA["previous_toolkit_pattern"], "cuda-toolkit-13-0", "cuda-toolkit-13-5", "python3-apt"]
     return {"packages": cuda_toolkit.packages(dpkg, patterns), "alternatives": dict(links), "tree_exists": tree,
             "paths": paths, "nvcc": {"path": "/usr/local/cuda/bin/nvcc", "executable": True, "output": nvcc},
             "key": {"source": "file:///srv/key.pub", "fingerprints": [FINGERPRINT], "armored": ARMORED}}
@@ -306,7 +315,7 @@ def test_each_repository_path_has_its_own_key_and_another_path_needs_one_named()
 def test_the_driver_floor_and_the_open_module():
     gpu = {"present": True, "driver_version": "570.133.20", "capability_majors": [12], "kernel_module_open": False}
     assert repository(DEBIAN12, gpu, inputs())["problems"] == [
-        "cuda13: NVIDIA driver 570.133.20 is older than 580.65.06, the minimum for CUDA 13.0; install an R580 "
+        "cuda13: NVIDIA driver 570.133.20 is older than 580.65.06, the minimum for CUDA 13; install an R580 "
         "driver first (or set cuda13_driver_manage: true). Nothing was changed.",
         "cuda13: GPUs with compute capability 12.x need NVIDIA's open kernel modules, and the loaded module is the "
         "proprietary one; install the open modules (nvidia-open) or set cuda13_driver_manage: true. "
@@ -315,3 +324,51 @@ def test_the_driver_floor_and_the_open_module():
     assert repository(DEBIAN12, gpu, inputs(driver_manage=True))["problems"] == []
     assert repository(DEBIAN12, gpu, inputs(preflight_enabled="false"))["problems"] == []
     assert repository(DEBIAN12, {"present": False}, inputs())["problems"] == []
+
+
+def test_a_node_on_13_0_moves_to_a_later_13_x_beside_it(node):
+    """cuda13_version names the release: its package, its tree, its links and nvcc's banner. A
+    node on 13.0 installs 13.5 beside it, both links move, the linker cache and nvcc follow, and
+    13.0 stays installed (a failed health gate switches back to it), even under remove."""
+    for previous, removed in (("keep", []), ("remove", ["cuda-toolkit-12-8"])):
+        got = planned(node, version="13.5", previous_toolkits=previous)
+        assert names(got) == ["toolkit"] + ["previous"] * len(removed) + ["links", "links", "ldconfig", "verify"]
+        assert [step["reason"] for step in got["steps"] if step["name"] in ("toolkit", "links")] == [
+            "cuda-toolkit-13-5 is not installed",
+            "/usr/local/cuda points at /usr/local/cuda-13.0, not /usr/local/cuda-13.5",
+            "/usr/local/cuda-13 points at /usr/local/cuda-13.0, not /usr/local/cuda-13.5"]
+        # Only 12.x goes under remove: cuda-toolkit-13-0 stays.
+        assert got["previous"] == removed and got["toolkit"]["moves"] is True
+        assert [(item["name"], item["link"]) for item in got["links"]] == [
+            ("cuda", "/usr/local/cuda"), ("cuda-13", "/usr/local/cuda-13")]
+    # A check reports the install and changes nothing else: the links wait for the tree.
+    # (The read takes the wanted release's tree, which is not there yet.)
+    checked = plan(dict(node["probe"], tree_exists=False), node["repo"], inputs(version="13.5"), node["table"],
+                   CONTENTS, True)
+    assert names(checked) == ["toolkit", "ldconfig", "verify"] and checked["links"] == []
+    # Moved: 13.5 installed and selected, 13.0 still there, nvcc says 13.5.
+    dpkg = DPKG_CONVERGED + "hi \tcuda-toolkit-13-5\t13.5.37-1\n"
+    moved = dict(node["probe"], **{k: v for k, v in read(
+        node["table"], dpkg, {"cuda": "/usr/local/cuda-13.5", "cuda-13": "/usr/local/cuda-13.5"}, True,
+        NVCC_13.replace("13.0", "13.5")).items() if k in ("packages", "alternatives", "nvcc")})
+    for check in (False, True):
+        assert plan(moved, node["repo"], inputs(version="13.5"), node["table"], CONTENTS, check)["steps"] == []
+    # The same node, asked for 13.0 again (a rollback of the setting): the links move back.
+    back = plan(moved, node["repo"], inputs(), node["table"], CONTENTS, False)
+    assert names(back) == ["links", "links", "ldconfig", "verify"]
+
+
+@pytest.mark.parametrize("version", ["13", "12.8", "13.x", "13.5.1", "", "14.0"])
+def test_a_cuda13_version_that_is_no_13_x_release_is_refused(version):
+    assert repository(DEBIAN12, None, inputs(version=version))["problems"] == [
+        f"cuda13: cuda13_version '{version}' is not a CUDA 13.x release; give it as 13.<minor>, for example 13.0 or "
+        "13.5. Nothing was changed."]
+
+
+def test_a_toolkit_pin_of_another_release_is_refused():
+    assert repository(DEBIAN12, None, inputs(version="13.5", toolkit_version="13.0.88-1"))["problems"] == [
+        "cuda13: cuda13_toolkit_version '13.0.88-1' is not a version of CUDA 13.5 (cuda-toolkit-13-5); pin one of "
+        "its versions (13.5.<patch>-<revision>) or leave it empty. Nothing was changed."]
+    assert repository(DEBIAN12, None, inputs(version="13.5", toolkit_version="13.5.37-1"))["problems"] == []
+    # 13.50 is not 13.5.
+    assert len(repository(DEBIAN12, None, inputs(version="13.5", toolkit_version="13.50.1-1"))["problems"]) == 1

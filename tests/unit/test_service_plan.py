@@ -40,7 +40,7 @@ NO_UNIT = {"exists": False, "active_state": "inactive", "sub_state": "dead", "un
            "need_daemon_reload": False, "dropins": [], "newer_than_start": [], "phase": "stopped",
            "release": {"running": "", "linked": ""}, "health": {"status": None, "error": "connection refused"}}
 CONTENTS = {"sglang.env.j2": "SGLANG_API_KEY=\"k\"\n", "sglang.service.j2": "[Unit]\nDescription=sglang\n",
-            "sglang_launch.py": "print('launch')\n", "tp-size": "1\n"}
+            "sglang_launch.py": "print('launch')\n", "tp-size": "1\n", "cuda-toolkit": "/usr/local/cuda-13.0\n"}
 
 
 def inputs(root: Path, **changes) -> dict:
@@ -56,7 +56,7 @@ def inputs(root: Path, **changes) -> dict:
                   fusion_crash_majors=VARS["__sglang_service_fusion_crash_majors"],
                   pcie_ipc_env=VARS["__sglang_service_pcie_ipc_env"],
                   pcie_ipc_max_numel_env=VARS["__sglang_service_pcie_ipc_max_numel_env"],
-                  nccl_version_policy="warn", restart_requested=False)
+                  nccl_version_policy="warn", restart_requested=False, cuda_toolkit="/usr/local/cuda-13.0")
     values.update(changes)
     return values
 
@@ -70,6 +70,8 @@ def table(root: Path, owner: str) -> list:
                "__sglang_service_launcher": f"{root}/usr/local/lib/blackwell-sglang/sglang_launch.py",
                "__sglang_service_unit_path": f"{root}/etc/systemd/system/sglang.service",
                "__sglang_service_tp_record": f"{root}/etc/sglang/tp-size",
+               "__sglang_service_cuda_record": f"{root}/etc/sglang/cuda-toolkit",
+               "sglang_service_cuda_toolkit": "/usr/local/cuda-13.0",
                "__sglang_service_sandbox": {"hf_home": f"{root}/var/lib/sglang/.cache/huggingface"},
                "__sglang_service_unit_validate": "verify %s",
                "sglang_service_user": owner, "sglang_service_group": owner}
@@ -415,3 +417,31 @@ def test_the_tp_size_follows_the_setting_then_the_gpus_then_the_fallback(tmp_pat
     assert release(found, inputs(tmp_path, gpu=eight), [])["args"][6:8] == ["--tp-size", "8"]
     # The record the next run reads back holds the size and a line break.
     assert release(found, inputs(tmp_path, gpu=eight), [])["tp_record"] == "8\n"
+
+
+def test_a_new_cuda_toolkit_is_its_records_row_and_one_restart(node):
+    """cuda13 moved the node to CUDA 13.5: the record of the toolkit the server runs on is the one
+    row off, and the restart the plan asks for is the row's (a rollback puts the record, and with
+    it the links, back). The release stage spells the record's text; without a toolkit there is no
+    record, and a relative path is refused by name."""
+    root, rows = node
+    settings = inputs(root, cuda_toolkit="/usr/local/cuda-13.5")
+    found = read(root, rows)
+    decided = release(found, settings, [], False)
+    assert decided["cuda_record"] == "/usr/local/cuda-13.5\n" and decided["problems"] == []
+    contents = dict(CONTENTS, **{"cuda-toolkit": decided["cuda_record"]})
+    for check in (False, True):
+        got = plan(found, RUNNING, decided, settings, rows, contents, check)
+        record = f"{root}/etc/sglang/cuda-toolkit"
+        assert [row["path"] for row in got["files"]] == [record]
+        assert got["restart_pending"] is True
+        # The rollback point first, then the record, then the one restart.
+        assert names(got) == [("record", f"this run switches {record}"), ("file", f"{record}: content differs"),
+                              ("restart", f"this run changes {record}")]
+    # No toolkit (cuda13 not in the play): the row is out of force and nothing is recorded.
+    assert release(found, inputs(root, cuda_toolkit=""), [], False)["cuda_record"] == ""
+    off = [dict(row, enabled="False") if row.get("source") == "cuda-toolkit" else row for row in rows]
+    assert record not in [row["path"] for row in planned(root, off, cuda_toolkit="")["table"]]
+    assert release(found, inputs(root, cuda_toolkit="cuda-13.5"), [], False)["problems"] == [
+        "sglang_service: sglang_service_cuda_toolkit 'cuda-13.5' is not an absolute path; it names the CUDA toolkit "
+        "directory the server runs on (for example /usr/local/cuda-13.0), or is empty. Nothing was written."]

@@ -137,7 +137,7 @@ def _snapshot(node):
 # The role's steps after its plan: a converged node passes none of them (meta end_role).
 FILES_TASKS = ("Create or remove the role's directories and lists", "Write the role's files")
 STEPS = (*FILES_TASKS, "Install or move the toolkit", "Hold the toolkit against unattended upgrades",
-         "Select CUDA 13.0 for the toolkit links", "Refresh the dynamic linker cache", "Check nvcc reports CUDA 13.0")
+         "Select the CUDA toolkit for the links", "Refresh the dynamic linker cache", "Check nvcc reports the CUDA release")
 KEYRING = "/etc/apt/keyrings/cuda-archive-keyring.asc"
 SOURCES = "/etc/apt/sources.list.d/cuda-debian12-x86_64.sources"
 LEGACY = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
@@ -215,7 +215,7 @@ def test_driver_below_floor_fails_and_changes_nothing():
     failed = [(name, res["msg"]) for name, res in _task_results(report, "cuda13-fresh") if res.get("failed")]
     assert failed == [(
         "Refuse settings and a driver CUDA 13.0 cannot work with",
-        "cuda13: NVIDIA driver 570.133.20 is older than 580.65.06, the minimum for CUDA 13.0; install an"
+        "cuda13: NVIDIA driver 570.133.20 is older than 580.65.06, the minimum for CUDA 13; install an"
         " R580 driver first (or set cuda13_driver_manage: true). Nothing was changed.",
     )]
     assert _snapshot("cuda13-fresh") == before
@@ -264,7 +264,7 @@ def test_check_on_a_node_without_the_repository_leaves_the_install_unjudged():
         assert SOURCES in changed and legacy not in changed, changed
         # apt has no list that names the toolkit and check mode does not refresh them: the
         # install is skipped on ansible_check_mode, which the drift report lists as not judged.
-        for task in ("Install the toolkit package", "Check nvcc reports CUDA 13.0"):
+        for task in ("Install the toolkit package", "Check nvcc reports the CUDA release"):
             assert results[task].get("skipped") is True, (task, results[task])
             assert "ansible_check_mode" in results[task]["false_condition"], results[task]
         assert _snapshot("cuda13-fresh") == before

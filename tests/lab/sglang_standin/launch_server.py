@@ -1,18 +1,20 @@
 """Lab stand-in for ``python -m sglang.launch_server``: NOT the inference engine.
 
-Records how systemd started it (argv, environment, user) as one JSON line in
+Records how systemd started it (argv, environment, user, the CUDA release nvcc under CUDA_HOME
+reports, as a JIT compile at start-up would find it) as one JSON line in
 /var/lib/sglang-standin/launches.jsonl, then serves ``/health`` and ``/health_generate`` on the
 ``--host``/``--port`` it was given, answering 503 until a start-up delay has passed and 200
 afterwards, like an engine that loads its model. The first 200 is recorded in healthy.jsonl.
 
 Told what to do by /etc/sglang-standin/config.json (the unit stays exactly the production
 one):  {"health_delay": 1.0, "mode": "serve" | "unhealthy" | "exit",
-        "refuse_versions": [...], "refuse_args": [...]}
+        "refuse_versions": [...], "refuse_args": [...], "refuse_cuda": [...]}
   serve      healthy after health_delay seconds (default)
   unhealthy  keeps answering 503, like an engine that never finishes loading
   exit       exits with status 1 right after recording, like an engine that crashes
-A release whose SGLang version is in refuse_versions, or a launch with an argument in
-refuse_args, exits as in mode exit: an upgrade or a unit change the engine cannot run.
+A release whose SGLang version is in refuse_versions, a launch with an argument in refuse_args,
+or a CUDA release (13.5) in refuse_cuda, exits as in mode exit: an upgrade, a unit change or a
+toolkit the engine cannot run on.
 
 Before it serves, it imitates the engine's start-up logging (engine_logging.py): the launch
 arguments, the API key included, logged at INFO in this process and in one spawned child.
@@ -22,7 +24,9 @@ import importlib.metadata
 import json
 import os
 import pwd
+import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -42,6 +46,17 @@ def _option(argv, name, default):
     return default
 
 
+def _cuda_release():
+    """What the real nvcc under CUDA_HOME reports ("13.0"), as a JIT build would run it; '' without one."""
+    nvcc = os.path.join(os.environ.get("CUDA_HOME", "/nonexistent"), "bin", "nvcc")
+    try:
+        banner = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    found = re.search(r"release ([0-9]+\.[0-9]+),", banner)
+    return found.group(1) if found else ""
+
+
 def _append(name, record):
     path = os.path.join(RECORDS, name)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -59,7 +74,9 @@ def main():
     mode = config.get("mode", "serve")
     version = importlib.metadata.version("sglang")
     refused = [word for word in argv if word in config.get("refuse_args", [])]
-    if version in config.get("refuse_versions", []) or refused:
+    cuda = _cuda_release()
+    cuda_refused = bool(cuda) and cuda in config.get("refuse_cuda", [])
+    if version in config.get("refuse_versions", []) or refused or cuda_refused:
         mode = "refused"
     delay = float(config.get("health_delay", 1.0))
     started = time.time()
@@ -72,14 +89,16 @@ def main():
         "python": sys.executable,
         "sglang_path": list(sys.modules["sglang"].__path__),
         "sglang_version": version,
+        "cuda": cuda,
         "mode": mode,
     })
     if mode == "exit":
         print("sglang stand-in: told to fail (mode exit)", file=sys.stderr)
         sys.exit(1)
     if mode == "refused":
-        print("sglang stand-in: refuses %s (config)" % (
-            "the arguments %s" % " ".join(refused) if refused else "SGLang %s" % version), file=sys.stderr)
+        what = ("the arguments %s" % " ".join(refused) if refused
+                else "CUDA %s" % cuda if cuda_refused else "SGLang %s" % version)
+        print("sglang stand-in: refuses %s (config)" % what, file=sys.stderr)
         sys.exit(1)
 
     engine_logging.log_startup(argv)
