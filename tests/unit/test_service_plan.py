@@ -343,7 +343,7 @@ def test_a_release_that_cannot_be_read_is_a_problem_in_a_run_and_a_step_in_a_che
 
 def test_launch_arguments_follow_the_settings_and_the_release(tmp_path):
     settings = inputs(tmp_path, served_model_name="kimi", extra_args=["--mem-fraction-static", 0.85],
-                      eagle3_enabled=True, eagle3_draft_model_path="/models/draft")
+                      eagle3_enabled=True, eagle3_draft_model_path="/models/draft", flashinfer_fusion_enabled=True)
     decided = release({"server_flags": FLAGS_058, "paths": {}}, settings, [])
     assert decided["args"] == [
         "--model-path", "/models/kimi", "--served-model-name", "kimi", "--host", "127.0.0.1", "--port", "30000",
@@ -354,15 +354,26 @@ def test_launch_arguments_follow_the_settings_and_the_release(tmp_path):
     assert decided["problems"] == [] and decided["tp_size"] == 1 and decided["health_host"] == "127.0.0.1"
 
 
+def test_fusion_is_left_to_sglang_by_default_on_every_release(tmp_path):
+    """As upstream has it: no fusion flag unless asked, so a release turns fusion on by itself
+    where FlashInfer supports it, and a release that refuses it on compute capability 12 deploys."""
+    for flags in (FLAGS_058, FLAGS_0523):
+        decided = release({"server_flags": flags, "paths": {}}, inputs(tmp_path), [])
+        assert decided["problems"] == [], flags
+        assert decided["fusion"] == {"crash": False, "enabled": False, "left_out": False}
+        assert not [word for word in decided["args"] if "fusion" in word]
+
+
 def test_fusion_on_compute_capability_12_under_each_crash_policy(tmp_path):
+    """Fusion asked for, as the field report did, on a release that refuses it there."""
     found = {"server_flags": FLAGS_0523, "paths": {}}
-    strict = release(found, inputs(tmp_path), [])
+    strict = release(found, inputs(tmp_path, flashinfer_fusion_enabled=True), [])
     assert strict["fusion"] == {"crash": True, "enabled": True, "left_out": False}
     assert strict["problems"][0].startswith('sglang_service: refusing to deploy: SGLang 0.5.23 raises "FlashInfer')
-    warn = release(found, inputs(tmp_path, crash_policy="warn"), [])
+    warn = release(found, inputs(tmp_path, crash_policy="warn", flashinfer_fusion_enabled=True), [])
     assert warn["problems"] == [] and warn["fusion"]["left_out"] is True
     assert "--flashinfer-allreduce-fusion-backend" not in warn["args"]
-    force = release(found, inputs(tmp_path, crash_policy="force"), [])
+    force = release(found, inputs(tmp_path, crash_policy="force", flashinfer_fusion_enabled=True), [])
     assert force["problems"] == [] and force["args"][-2:] == ["--flashinfer-allreduce-fusion-backend", "auto"]
 
 
@@ -391,7 +402,7 @@ def test_every_problem_of_a_readable_release_at_once(tmp_path):
     found = {"server_flags": dict(FLAGS_058, fusion_arguments=[]), "contents": {f"{tmp_path}/etc/sglang/tp-size": "8\n"},
              "paths": {f"{tmp_path}/opt/sglang/current": {"exists": True, "isdir": True, "islink": False}}}
     settings = inputs(tmp_path, model_path="", host="0.0.0.0", extra_args=["--no-such-flag=1"],
-                      gpu={"present": True, "count": 4, "capability_majors": [12]})
+                      gpu={"present": True, "count": 4, "capability_majors": [12]}, flashinfer_fusion_enabled=True)
     problems = release(found, settings, ["sglang_service: a setting problem."])["problems"]
     starts = [
         "sglang_service: sglang_service_model_path is not set;",
