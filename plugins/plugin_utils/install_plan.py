@@ -181,7 +181,9 @@ def plan(probe, inputs, files, contents, check_mode=False):
     rows = managed.in_force([row for row in files if row.get("installer", installer) == installer], contents)
     to_write = []
     for row in rows:
-        reason = managed.off(row, paths.get(row["path"]) or {"exists": False})
+        # The link's owner is the release's: the read takes the release's path too.
+        target = (paths.get(row["src"]) or {"exists": False}) if row.get("state") == "link" else None
+        reason = managed.off(row, paths.get(row["path"]) or {"exists": False}, target)
         needs = _PHASE_NEEDS.get(row.get("phase"))
         if reason and not (check_mode and needs and not probe.get(needs)):
             # Without its content, which may hold credentials (a source URL, a requirement's):

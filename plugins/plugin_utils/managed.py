@@ -44,8 +44,10 @@ def in_force(files, contents, sources=None):
     return rows
 
 
-def off(row, found):
-    """Why the node's path differs from the row; '' when it does not."""
+def off(row, found, target=None):
+    """Why the node's path differs from the row; '' when it does not. A link row's owner is
+    judged on ``target``, the read of what the link points at, when the read took it:
+    ansible.builtin.file sets a link's owner through the link, on its target."""
     path, state = row["path"], row["state"]
     if state == "absent":
         return "%s is present and is removed" % path if found.get("exists") else ""
@@ -58,7 +60,11 @@ def off(row, found):
             return "%s is not a symbolic link" % path
         if found.get("link") != row["src"]:
             return "%s points at %s, not %s" % (path, found.get("link"), row["src"])
-        return _owner_off(row, found, [])
+        if target is None:
+            return _owner_off(row, found, [])
+        if not target.get("exists"):
+            return "%s points at %s, which is missing" % (path, row["src"])
+        return _owner_off(dict(row, path=row["src"]), target, [])
     want_dir = state == "directory"
     if found.get("islink") or found.get("isdir") != want_dir:
         return "%s is not a %s" % (path, "directory" if want_dir else "regular file")

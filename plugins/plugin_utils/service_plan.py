@@ -297,16 +297,9 @@ def plan(read, state, decided, inputs, files, contents, check_mode=False):
     to_write = []
     for row in rows:
         found = paths.get(row["path"]) or {"exists": False}
-        if row["state"] == "link":
-            # The owner of the link's row is the release's: ansible.builtin.file sets it through
-            # the link, on the release it points at; the link's own owner is not the role's.
-            reason = managed.off(dict(row, owner=found.get("owner"), group=found.get("group")), found)
-            target = paths.get(row["src"]) or {}
-            if not reason and (target.get("owner"), target.get("group")) != (row["owner"], row["group"]):
-                reason = "%s: owner %s:%s, not %s:%s" % (row["src"], target.get("owner"), target.get("group"),
-                                                         row["owner"], row["group"])
-        else:
-            reason = managed.off(row, found)
+        # The link's owner is the release's (the read takes the release's path too).
+        target = (paths.get(row["src"]) or {"exists": False}) if row["state"] == "link" else None
+        reason = managed.off(row, found, target)
         if reason:
             # Neither the content nor its checksum: the secrets file's would tell of its secrets.
             to_write.append(dict({key: value for key, value in row.items() if key not in ("content", "checksum")},

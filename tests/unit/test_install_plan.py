@@ -118,13 +118,15 @@ def read(values: dict, owners: bool = True) -> dict:
     """sglang_venv_info's result for the node under root; each existing row reported with the
     owner its row names (the tests run unprivileged)."""
     rows = table(values)
-    paths = [row["path"] for row in rows] + [values["__sglang_install_release_dir"] + "/bin/pip"]
-    got = venv_info(values["__sglang_install_release_dir"], "/bin/sh", values["sglang_install_uv_venv"], paths,
-                    values["sglang_install_releases_dir"])
+    release = values["__sglang_install_release_dir"]
+    paths = [row["path"] for row in rows] + [release, release + "/bin/pip"]
+    got = venv_info(release, "/bin/sh", values["sglang_install_uv_venv"], paths, values["sglang_install_releases_dir"])
     for row in rows:
         state = got["paths"][row["path"]]
         if state["exists"] and owners:
             state.update(owner=row.get("owner", "root"), group=row.get("group", "root"))
+    if got["paths"][release]["exists"] and owners:
+        got["paths"][release].update(owner="root", group="root")
     got["user"] = dict(ACCOUNT, home=values["sglang_install_user_home"])
     got["group"] = {"name": "sglang", "exists": True}
     return got
@@ -221,6 +223,20 @@ def test_an_owner_a_missing_file_and_a_directory_where_a_link_belongs(uv_node):
         f"{uv_node['sglang_install_releases_dir']}. Move it away (or remove it) and run again, or set "
         "sglang_install_venv to another path"]
     assert (got["steps"], got["step"]) == ([], {})
+
+
+def test_the_links_owner_is_the_releases_it_points_at(uv_node):
+    """ansible.builtin.file sets a link's owner on what the link points at: a release handed to
+    another owner is the link row's drift, named by the release's path; the link's own owner is
+    not (a link made by another user points at a root release just the same)."""
+    release, link = uv_node["__sglang_install_release_dir"], uv_node["sglang_install_venv"]
+    probe = read(uv_node)
+    probe["paths"][release].update(owner="sglang", group="sglang")
+    got = planned(uv_node, probe)
+    assert [(f["path"], f["reason"]) for f in got["files"]] == [(link, f"{release}: owner sglang:sglang, not root:root")]
+    probe = read(uv_node)
+    probe["paths"][link].update(owner="sglang", group="sglang")
+    assert planned(uv_node, probe)["files"] == []
 
 
 def test_an_account_other_than_it_would_be_made(uv_node):
