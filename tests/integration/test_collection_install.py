@@ -65,6 +65,7 @@ TOP_LEVEL = sorted([
     "playbooks", "plugins", "pytest.ini", "roles", "site.yml", "tests", "tools",
 ])
 
+
 def tracked_files() -> list:
     """The files copy_as_collection copies: tracked, plus untracked ones git does not ignore."""
     listing = subprocess.run(
