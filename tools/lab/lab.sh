@@ -91,9 +91,9 @@ Why: gpu_facts asked the nodes' nvidia-smi (the lab's stand-in, replaying the re
 8x RTX PRO 6000 box) and got compute capability 12.0 GPUs on PCIe. sglang_sm120_patch therefore
 put key 12 into SGLang's two torch symmetric-memory dicts (releases 0.5.5 to 0.5.13 raise
 KeyError: 12 without it, and later ones silently turn the communicator off); the TP size is the
-GPU count; --enable-torch-symm-mem and the release's FlashInfer fusion flag are sglang_service's
-defaults, left out only when the release's fusion rejects these GPUs and the crash policy is
-warn; SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1 appears when the release ships the PCIe all-reduce and
+GPU count; --enable-torch-symm-mem is sglang_service's default, and the release's FlashInfer
+fusion flag is there because the lab inventory opts in as the field report did (left out when
+the release's fusion rejects these GPUs and the crash policy is warn); SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1 appears when the release ships the PCIe all-reduce and
 the topology is pcie_only.
 EOF
     else
