@@ -655,9 +655,13 @@ def launched(i: int, since: int) -> list:
 
 
 def cuda_version(fleet, version: str | None) -> None:
-    """cuda13_version for every node, as an operator sets it for the fleet (host_vars files)."""
-    for i in range(1, NODES + 1):
-        host_vars(fleet, i, None if version is None else f'cuda13_version: "{version}"\n')
+    """cuda13_version for the whole fleet, as an operator sets it: a variable of the group all, in
+    an inventory file of its own beside the nodes' (whose host_vars other tests write)."""
+    path = fleet["inventory"] / "cuda-version.yml"
+    if version is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_text(f'all:\n  vars:\n    cuda13_version: "{version}"\n')
 
 
 ON_13_0 = ["/usr/local/cuda-13.0", "/usr/local/cuda-13.0", "/usr/local/cuda-13.0", "hi  cuda-toolkit-13-0"]

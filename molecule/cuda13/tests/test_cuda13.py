@@ -214,7 +214,7 @@ def test_driver_below_floor_fails_and_changes_nothing():
     assert rc == 2
     failed = [(name, res["msg"]) for name, res in _task_results(report, "cuda13-fresh") if res.get("failed")]
     assert failed == [(
-        "Refuse settings and a driver CUDA 13.0 cannot work with",
+        "Refuse settings and a driver CUDA 13 cannot work with",
         "cuda13: NVIDIA driver 570.133.20 is older than 580.65.06, the minimum for CUDA 13; install an"
         " R580 driver first (or set cuda13_driver_manage: true). Nothing was changed.",
     )]
@@ -308,7 +308,7 @@ def test_a_fingerprint_that_is_no_fingerprint_is_refused_before_the_key_is_read(
     rc, report = _playbook("--limit", "cuda13-fresh", "-e", "cuda13_repo_key_fingerprint=3BF863CC")
     assert rc == 2
     assert _failures(report, "cuda13-fresh") == [(
-        "Refuse settings and a driver CUDA 13.0 cannot work with",
+        "Refuse settings and a driver CUDA 13 cannot work with",
         "cuda13: cuda13_repo_key_fingerprint '3BF863CC' is not an OpenPGP fingerprint (40 hexadecimal"
         " digits, or 64 for a version 6 key). Nothing was changed.",
     )]
