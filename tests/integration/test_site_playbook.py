@@ -37,7 +37,8 @@ def test_site_playbook_lists_the_roles_in_rollout_order(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     plays = re.findall(r"play #\d+ \(([^)]*)\): ([^\t]*)\t", proc.stdout)
-    assert plays == [("all", "Check the nodes before the rollout"), ("all", "Converge SGLang nodes batch by batch")]
+    assert plays == [("all", "Check the nodes before the rollout"), ("all", "Converge SGLang nodes batch by batch"),
+                     ("sglang_router", "Put SGLang's router in front of the engines")]
     tasks = [line.strip() for line in proc.stdout.splitlines() if " : " in line or "Stage the model's weights" in line]
     order = []
     for line in tasks:
@@ -45,7 +46,7 @@ def test_site_playbook_lists_the_roles_in_rollout_order(tmp_path):
         role = "sglang_model" if line.startswith("Stage the model's weights") else line.split(" : ", 1)[0].split(".")[-1]
         if role not in order:
             order.append(role)
-    assert order == ["cuda13", "sglang_install", "sglang_sm120_patch", "sglang_model", "sglang_service"]
+    assert order == ["cuda13", "sglang_install", "sglang_sm120_patch", "sglang_model", "sglang_service", "sglang_router"]
 
 
 def test_inventory_example_sets_only_documented_role_variables():

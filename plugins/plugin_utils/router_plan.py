@@ -1,0 +1,130 @@
+# -*- coding: utf-8 -*-
+# Copyright: blackwell.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the sglang_router role runs, decided in one place.
+
+``workers`` turns the inventory into the router's worker list: each host of the group that
+serves the model, reached at the address and port its engine listens on, and every reason the
+list cannot be deployed (no worker at all, a worker the inventory does not know, an engine
+listening on loopback while the router runs on another host). ``release`` spells the router's
+launch arguments and names every problem of the settings. Plain Python without Ansible imports:
+the filters call it, the unit tests too.
+
+The router (PyPI ``sglang-router``, the SGLang Model Gateway) sends the key it is given for
+clients to its workers as well (``--api-key``, as 0.3.2 documents and does); the role therefore
+refuses a router key other than the engines' key.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import truthy
+
+_LOOPBACK = re.compile(r"^127\.")
+_POLICIES = ("cache_aware", "round_robin", "random", "power_of_two")
+_VERSION = re.compile(r"^[0-9]+(\.[0-9]+)*([a-z]+[0-9]+)?(\.post[0-9]+)?$")
+
+
+def _text(value):
+    return "" if value is None else str(value)
+
+
+def loopback(host):
+    host = _text(host)
+    return bool(_LOOPBACK.match(host)) or host in ("::1", "localhost")
+
+
+def _url_host(address):
+    """An address as a URL's host part: IPv6 literals in brackets."""
+    address = _text(address)
+    return "[%s]" % address if ":" in address and not address.startswith("[") else address
+
+
+def worker_url(found, name, router_host=None):
+    """The URL the router reaches the engine of host ``name`` at, from its host variables
+    ``found``: its ``sglang_router_worker_address``, else the address its engine listens on when
+    that is one address (not 0.0.0.0 or ::), else its ``ansible_host``, else its name; loopback on
+    the router's own host; its ``sglang_service_port`` (30000 by default)."""
+    listen = _text(found.get("sglang_service_host", "127.0.0.1"))
+    port = _text(found.get("sglang_service_port", 30000))
+    if loopback(listen) and name == router_host:
+        address = listen
+    else:
+        address = (found.get("sglang_router_worker_address")
+                   or (listen if listen not in ("0.0.0.0", "::", "") and not loopback(listen) else "")
+                   or found.get("ansible_host") or name)
+    return "http://%s:%s" % (_url_host(address), port)
+
+
+def workers(hostvars, names, router_host, inventory_hosts):
+    """The router's workers from ``names`` (the hosts of the group that serves the model):
+    ``urls`` (``http://<address>:<port>``, in the order given) and ``problems``. A worker's
+    address is its ``sglang_router_worker_address``, else the address its engine listens on
+    when that is one address (not 0.0.0.0 or ::), else its ``ansible_host``, else its name;
+    its port is its ``sglang_service_port`` (30000 by default)."""
+    urls, problems, unknown, looped = [], [], [], []
+    for name in names or []:
+        if name not in inventory_hosts:
+            unknown.append(_text(name))
+            continue
+        found = hostvars.get(name) or {}
+        listen = _text(found.get("sglang_service_host", "127.0.0.1"))
+        if loopback(listen) and name != router_host:
+            looped.append("%s (%s)" % (name, listen))
+        urls.append(worker_url(found, name, router_host))
+    if not names:
+        problems.append("sglang_router: the router has no workers: the group sglang_router_workers_group names no "
+                        "host of the inventory. Put the engine nodes in that group (or name another group). Nothing "
+                        "was changed.")
+    if unknown:
+        problems.append("sglang_router: sglang_router_workers names host(s) the inventory does not have: %s. Nothing "
+                        "was changed." % ", ".join(unknown))
+    if looped:
+        problems.append("sglang_router: the engine of %s listens on loopback, where the router on %s cannot reach it. "
+                        "Set sglang_service_host to an address the router reaches on those nodes (with "
+                        "sglang_service_api_key), or run the router on the node itself. Nothing was changed."
+                        % (", ".join(looped), router_host))
+    return {"urls": urls, "problems": problems}
+
+
+def release(inputs, worker_list, setting_problems=None):
+    """The router's launch arguments (one argv word each; the key is never among them) and the
+    problems of its settings, the worker list's included."""
+    found = list(setting_problems or []) + list(worker_list.get("problems") or [])
+    version = _text(inputs["version"])
+    if not _VERSION.match(version):
+        found.append("sglang_router: sglang_router_version '%s' is not a release number (for example 0.3.2); the "
+                     "router is installed pinned. Nothing was changed." % version)
+    policy = _text(inputs["policy"])
+    if policy not in _POLICIES:
+        found.append("sglang_router: sglang_router_policy '%s' is not one of %s. Nothing was changed."
+                     % (policy, ", ".join(_POLICIES)))
+    key, engine_key = _text(inputs["api_key"]), _text(inputs["engine_api_key"])
+    if "\n" in key or "\r" in key or "\x00" in key:
+        found.append("sglang_router: sglang_router_api_key holds a line break (one trailing line break is removed, "
+                     "nothing else is); it would add lines to the secrets file. Its value is not shown. Nothing was "
+                     "changed.")
+    if key != engine_key:
+        found.append("sglang_router: sglang_router_api_key differs from the engines' sglang_service_api_key; the "
+                     "router sends the key its clients use to its workers too, so the two must be the same. Their "
+                     "values are not shown. Nothing was changed.")
+    if not key and not loopback(inputs["host"]) and not truthy(inputs["allow_unauthenticated"]):
+        found.append("sglang_router: refusing to listen on %s:%s without an API key: anyone who reaches that address "
+                     "could use the fleet's GPUs. Set sglang_router_api_key, listen on loopback, or set "
+                     "sglang_router_allow_unauthenticated: true if only trusted clients can reach it. Nothing was "
+                     "changed." % (inputs["host"], inputs["port"]))
+    args = ["--host", _text(inputs["host"]), "--port", _text(inputs["port"]), "--policy", policy,
+            "--prometheus-host", _text(inputs["metrics_host"]), "--prometheus-port", _text(inputs["metrics_port"]),
+            "--request-timeout-secs", _text(inputs["request_timeout"]),
+            "--shutdown-grace-period-secs", _text(inputs["shutdown_grace"])]
+    if worker_list.get("urls"):
+        args += ["--worker-urls"] + list(worker_list["urls"])
+    args += [_text(word) for word in inputs.get("extra_args") or []]
+    for word in inputs.get("extra_args") or []:
+        if re.sub(r"=.*$", "", _text(word)) in ("--api-key", "--worker-urls", "--host", "--port", "--policy"):
+            found.append("sglang_router: sglang_router_extra_args gives %s, which the role spells from its own "
+                         "settings; set those instead. Nothing was changed." % re.sub(r"=.*$", "", _text(word)))
+    return {"args": args, "problems": found, "workers": list(worker_list.get("urls") or [])}
