@@ -21,6 +21,13 @@ packages=(sglang==0.5.8 sglang==0.5.18 sglang==0.5.23 uv==0.13.9)
 packages+=(huggingface_hub==0.36.0 hf_xet==1.8.0 filelock==4.3.2 fsspec==2026.9.0 packaging==26.4
   pyyaml==6.0.4 requests==2.34.2 certifi==2026.10.19.post1 charset_normalizer==3.5.3 idna==3.20
   urllib3==2.8.0 tqdm==4.70.1 typing_extensions==4.16.0)
+# SGLang's router (sglang-router, the SGLang Model Gateway) and what it needs, for the router
+# lab's router node (tests/integration/test_router_fleet.py).
+packages+=(sglang-router==0.3.2 setproctitle==1.3.8 aiohttp==3.14.5 aiohappyeyeballs==2.7.1 aiosignal==1.4.0
+  attrs==26.1.0 frozenlist==1.8.0 multidict==7.2.1 propcache==0.5.4 yarl==1.25.1 orjson==3.13.0 uvicorn==0.55.0
+  click==8.5.1 h11==0.16.0 fastapi==0.165.0 starlette==1.10.0 pydantic==2.14.4 pydantic_core==2.50.5
+  annotated-types==0.8.0 annotated-doc==0.0.7 typing-inspection==0.4.5 anyio==4.16.0 opentelemetry-api==1.45.3
+  idna==3.21)
 
 # Whatever lies here is installed on the nodes as root: only a directory the caller alone controls.
 # shellcheck source=tools/lab/owned-dir.sh
@@ -30,7 +37,8 @@ lock_script "$dest.lock" "$@"
 for spec in "${packages[@]}"; do
   name=${spec%%==*}
   version=${spec#*==}
-  if compgen -G "$dest/${name}-${version}-*.whl" >/dev/null; then
+  # Wheel file names spell a project's name with underscores (sglang-router: sglang_router-...).
+  if compgen -G "$dest/${name//-/_}-${version}-*.whl" >/dev/null; then
     continue
   fi
   "$python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \

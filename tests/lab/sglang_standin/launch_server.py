@@ -8,13 +8,18 @@ afterwards, like an engine that loads its model. The first 200 is recorded in he
 
 Told what to do by /etc/sglang-standin/config.json (the unit stays exactly the production
 one):  {"health_delay": 1.0, "mode": "serve" | "unhealthy" | "exit",
-        "refuse_versions": [...], "refuse_args": [...], "refuse_cuda": [...]}
+        "refuse_versions": [...], "refuse_args": [...], "refuse_cuda": [...], "reply_delay": 0.0}
   serve      healthy after health_delay seconds (default)
   unhealthy  keeps answering 503, like an engine that never finishes loading
   exit       exits with status 1 right after recording, like an engine that crashes
 A release whose SGLang version is in refuse_versions, a launch with an argument in refuse_args,
 or a CUDA release (13.5) in refuse_cuda, exits as in mode exit: an upgrade, a unit change or a
 toolkit the engine cannot run on.
+
+Once healthy it also answers ``/generate`` and ``/v1/chat/completions`` (with the API key the
+launcher handed it, when there is one) with the fixed reply "blackwell" after reply_delay seconds,
+and the calls SGLang's router makes on a worker (/get_server_info, /get_model_info, /get_load
+with the requests in flight). A SIGTERM drops the requests in flight, as a stopping engine does.
 
 Before it serves, it imitates the engine's start-up logging (engine_logging.py): the launch
 arguments, the API key included, logged at INFO in this process and in one spawned child.
@@ -103,22 +108,68 @@ def main():
 
     engine_logging.log_startup(argv)
     healthy_recorded = threading.Event()
+    key = _option(argv, "--api-key", "")
+    model = _option(argv, "--served-model-name", "") or _option(argv, "--model-path", "")
+    reply_delay = float(config.get("reply_delay", 0.0))
+    in_flight = [0]
+    lock = threading.Lock()
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            if self.path not in ("/health", "/health_generate"):
-                self.send_error(404)
-                return
-            ready = mode == "serve" and time.time() - started >= delay
-            if ready and not healthy_recorded.is_set():
-                healthy_recorded.set()
-                _append("healthy.jsonl", {"time": time.time(), "pid": os.getpid(), "path": self.path})
-            body = b"{}" if ready else b'{"status": "loading"}'
-            self.send_response(200 if ready else 503)
+        def _answer(self, status, payload):
+            body = json.dumps(payload).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def _ready(self):
+            return mode == "serve" and time.time() - started >= delay
+
+        def do_GET(self):
+            # What SGLang's router asks a worker when it registers it and while it watches it.
+            info = {"/get_server_info": {"version": version, "served_model_name": model},
+                    "/server_info": {"version": version, "served_model_name": model},
+                    "/get_model_info": {"model_path": model, "is_generation": True},
+                    "/model_info": {"model_path": model, "is_generation": True},
+                    "/v1/models": {"object": "list", "data": [{"id": model, "object": "model"}]},
+                    "/get_load": [{"dp_rank": 0, "num_reqs": in_flight[0], "num_waiting_reqs": 0}]}
+            if self.path in info:
+                self._answer(200, info[self.path])
+                return
+            if self.path not in ("/health", "/health_generate"):
+                self.send_error(404)
+                return
+            ready = self._ready()
+            if ready and not healthy_recorded.is_set():
+                healthy_recorded.set()
+                _append("healthy.jsonl", {"time": time.time(), "pid": os.getpid(), "path": self.path})
+            self._answer(200 if ready else 503, {} if ready else {"status": "loading"})
+
+        def do_POST(self):
+            """A short, deterministic reply after reply_delay seconds: NOT a model's output."""
+            if self.path not in ("/generate", "/v1/chat/completions"):
+                self.send_error(404)
+                return
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if key and self.headers.get("Authorization", "") != "Bearer " + key:
+                self._answer(401, {"error": "unauthorized"})
+                return
+            if not self._ready():
+                self._answer(503, {"error": "loading"})
+                return
+            with lock:
+                in_flight[0] += 1
+            try:
+                time.sleep(reply_delay)
+            finally:
+                with lock:
+                    in_flight[0] -= 1
+            if self.path == "/generate":
+                self._answer(200, {"text": "blackwell", "meta_info": {"finish_reason": {"type": "stop"}}})
+            else:
+                self._answer(200, {"object": "chat.completion", "model": model, "choices": [{
+                    "index": 0, "message": {"role": "assistant", "content": "blackwell"}, "finish_reason": "stop"}]})
 
         def log_message(self, fmt, *args):
             sys.stderr.write("sglang stand-in: " + (fmt % args) + "\n")

@@ -1,0 +1,200 @@
+"""One endpoint for the fleet: SGLang's real router (sglang-router 0.3.2 from the lab wheelhouse)
+on a node of its own in front of three engine nodes, all converged by site.yml over SSH.
+
+tools/lab/lab.sh brings up four lab nodes without converging them; the test puts node 1 in the
+group sglang_router and leaves nodes 2 to 4 in sglang_nodes. The engines are the lab's stand-in
+(tests/lab/sglang_standin: NOT the engine), which answers /generate and /v1/chat/completions with
+the fixed reply "blackwell" after a delay, behind the real unit, on an address the router reaches
+(the containers' own addresses), with an API key. Then:
+- site.yml converges the fleet (engines first, then the router, gated on /readiness), a second
+  converge changes nothing, and the drift report finds every node clean;
+- the router routes: a request through it gets the engines' reply, and none without the key;
+- under a bounded load of concurrent requests through the router, an upgrade of every engine
+  (0.5.8 to 0.5.18, one node per batch) drains each node before its restart and puts it back
+  after its gate: every request gets a 200 with the right reply;
+- the same upgrade back without draining drops requests.
+The router sends each request once (--disable-retries): with its retries on, 0.3.2 sent every
+request a restarting node refused or dropped to another node in this lab, draining or not.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from conftest import ROOT, drift_report, in_container, lab_env, recap, running_lab
+
+pytestmark = pytest.mark.lab
+
+PREFIX = "router-fleet"
+PORT_BASE = "2300"
+PLAYBOOK = ROOT / "site.yml"
+ROUTER = f"{PREFIX}-01"
+ENGINES = [f"{PREFIX}-{i:02d}" for i in (2, 3, 4)]
+KEY = "sk-router-lab-SECRET-key"
+STANDIN = '{"mode": "serve", "health_delay": 1.0, "reply_delay": 0.2}'
+# A bounded, self-stopping load on the router node: THREADS clients, each sending chat requests
+# through the router one after another until /tmp/load.stop appears (or LIMIT seconds pass), each
+# request's status, reply and latency recorded in /tmp/load.json.
+LOAD = r"""
+import json, os, threading, time, urllib.error, urllib.request
+KEY, THREADS, LIMIT = %r, 4, 900
+results, lock = [], threading.Lock()
+def client():
+    end = time.time() + LIMIT
+    while time.time() < end and not os.path.exists("/tmp/load.stop"):
+        body = json.dumps({"model": "qwen", "messages": [{"role": "user", "content": "hi"}]}).encode()
+        request = urllib.request.Request("http://127.0.0.1:30100/v1/chat/completions", data=body, method="POST",
+                                         headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+        started = time.time()
+        try:
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                status, text = answer.status, answer.read().decode()
+        except urllib.error.HTTPError as error:
+            status, text = error.code, error.read().decode(errors="replace")
+        except OSError as error:
+            status, text = -1, str(error)
+        try:
+            reply = json.loads(text)["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            reply = None
+        with lock:
+            results.append({"status": status, "reply": reply, "seconds": time.time() - started, "text": text[:200]})
+threads = [threading.Thread(target=client) for _ in range(THREADS)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+with open("/tmp/load.json.new", "w") as handle:
+    json.dump(results, handle)
+os.rename("/tmp/load.json.new", "/tmp/load.json")
+""" % KEY
+
+
+def address(name: str) -> str:
+    return subprocess.run(["podman", "inspect", "-f", "{{.NetworkSettings.IPAddress}}", name], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    work = tmp_path_factory.mktemp("router")
+    env = lab_env(work, PREFIX, PORT_BASE, 1 + len(ENGINES), LAB_CONVERGE="0")
+    with running_lab(env):
+        inventory = work / "inventory"
+        hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
+        engines = hosts["all"]["children"]["sglang_nodes"]
+        # The connection settings fleet.sh gives its group, for the router's group too.
+        hosts["all"]["children"]["sglang_router"] = {"vars": engines["vars"],
+                                                     "hosts": {ROUTER: engines["hosts"].pop(ROUTER)}}
+        (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts))
+        # Host variables: they take precedence over the lab's group_vars/all.yml.
+        settings = {
+            "sglang_service_host": "0.0.0.0", "sglang_service_api_key": KEY,
+            # The role's default (SGLang decides): 0.5.18 refuses the fusion flags on these GPUs.
+            "sglang_service_flashinfer_fusion_enabled": False,
+            "sglang_router_url": f"http://{address(ROUTER)}:30100",
+            # The router notices a worker's health every 2 s, not every minute, and sends a request
+            # once: with its retries on (the default), 0.3.2 sent every request a restarting node
+            # refused or dropped to another node in this lab, so nothing showed whether the node
+            # was drained or not. A streamed reply already under way cannot be retried either.
+            "sglang_router_extra_args": ["--health-check-interval-secs", "2", "--disable-retries"]}
+        (inventory / "host_vars").mkdir(exist_ok=True)
+        for name in [ROUTER] + ENGINES:
+            (inventory / "host_vars" / f"{name}.yml").write_text(yaml.safe_dump(
+                dict(settings, sglang_router_worker_address=address(name))))
+        for name in ENGINES:
+            in_container(name, f"echo '{STANDIN}' >/etc/sglang-standin/config.json")
+        yield {"env": env, "inventory": inventory, "work": work}
+
+
+def converge(fleet, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["ansible-playbook", "-i", str(fleet["inventory"]), str(PLAYBOOK), *args],
+                          cwd=ROOT, env={**fleet["env"], **(env or {})}, capture_output=True, text=True, check=False)
+
+
+def through_router(path: str = "/v1/chat/completions", key: str | None = KEY) -> tuple[int, str]:
+    header = f"'Authorization': 'Bearer {key}', " if key else ""
+    script = ("import json, urllib.error, urllib.request as u\n"
+              f"r = u.Request('http://127.0.0.1:30100{path}', data=json.dumps({{'model': 'qwen', 'messages': "
+              "[{'role': 'user', 'content': 'hi'}]})"
+              f".encode(), headers={{{header}'Content-Type': 'application/json'}}, method='POST')\n"
+              "try:\n    a = u.urlopen(r, timeout=30); print(a.status, a.read().decode())\n"
+              "except urllib.error.HTTPError as e:\n    print(e.code, e.read().decode())\n")
+    status, _sep, body = in_container(ROUTER, f"python3 -c \"{script}\"").strip().partition(" ")
+    return int(status), body
+
+
+def test_the_fleet_converges_behind_its_router_and_a_second_converge_changes_nothing(fleet):
+    first = converge(fleet, "-e", "sglang_rollout_serial=100%")
+    assert first.returncode == 0, first.stdout[-20000:] + first.stderr[-3000:]
+    second = converge(fleet, "-e", "sglang_rollout_serial=100%")
+    assert second.returncode == 0, second.stdout[-20000:]
+    counts = recap(second.stdout)
+    assert sorted(counts) == sorted([ROUTER] + ENGINES), second.stdout[-3000:]
+    assert {name: count["changed"] for name, count in counts.items()} == {name: 0 for name in counts}, \
+        second.stdout[-20000:]
+    assert KEY not in first.stdout + first.stderr + second.stdout + second.stderr
+    code, report, output = drift_report(fleet["inventory"], PLAYBOOK, fleet["env"], fleet["work"] / "clean")
+    assert code == 0, output
+    assert {name: host["drift"] for name, host in report["hosts"].items()} == {
+        name: [] for name in [ROUTER] + ENGINES}
+
+
+def test_requests_reach_the_engines_through_the_router_with_the_key_only(fleet):
+    status, body = through_router()
+    assert status == 200, body
+    assert json.loads(body)["choices"][0]["message"]["content"] == "blackwell"
+    status, _body = through_router(key=None)
+    assert status == 401
+    workers = json.loads(in_container(ROUTER, (
+        f"python3 -c \"import urllib.request as u; print(u.urlopen(u.Request('http://127.0.0.1:30100/workers', "
+        f"headers={{'Authorization': 'Bearer {KEY}'}})).read().decode())\"")))
+    assert sorted((w["url"], w["is_healthy"]) for w in workers["workers"]) == sorted(
+        (f"http://{address(name)}:30000", True) for name in ENGINES)
+    # The key is in the router's secrets file only: neither its argv nor its unit holds it.
+    assert KEY not in in_container(ROUTER, "cat /proc/$(systemctl show -p MainPID --value sglang-router)/cmdline; "
+                                           "systemctl cat sglang-router; systemctl show sglang-router")
+    assert in_container(ROUTER, "stat -c '%a %U' /etc/sglang-router/router.env").split() == ["600", "root"]
+
+
+def under_load(fleet, *args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, list]:
+    """A converge with args while the load runs through the router; the converge and every
+    request's outcome."""
+    in_container(ROUTER, "rm -f /tmp/load.stop /tmp/load.json")
+    subprocess.run(["podman", "exec", "-d", ROUTER, "python3", "-c", LOAD], check=True)
+    time.sleep(3)
+    try:
+        run = converge(fleet, *args, env=env)
+    finally:
+        in_container(ROUTER, "touch /tmp/load.stop; for i in $(seq 120); do test -e /tmp/load.json && exit 0; "
+                             "sleep 1; done; exit 1")
+    return run, json.loads(in_container(ROUTER, "cat /tmp/load.json"))
+
+
+def summary(results: list) -> dict:
+    latencies = sorted(r["seconds"] for r in results)
+    return {"sent": len(results), "failed": sum(1 for r in results if r["status"] != 200 or r["reply"] != "blackwell"),
+            "p50": latencies[len(latencies) // 2], "p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]}
+
+
+def test_an_upgrade_of_every_engine_under_load_fails_no_request(fleet):
+    run, results = under_load(fleet, "-e", "sglang_rollout_serial=1", env={"LAB_SGLANG_VERSION": "0.5.18"})
+    assert run.returncode == 0, run.stdout[-20000:]
+    for name in ENGINES:
+        assert in_container(name, "readlink /opt/sglang/current").strip() == "/opt/sglang/releases/0.5.18", name
+    got = summary(results)
+    print("drained upgrade:", got)
+    assert got["sent"] > 0 and got["failed"] == 0, [r for r in results if r["status"] != 200][:5]
+
+
+def test_the_same_upgrade_without_draining_drops_requests(fleet):
+    run, results = under_load(fleet, "-e", "sglang_rollout_serial=1", "-e", "sglang_service_router_drain=false",
+                              env={"LAB_SGLANG_VERSION": "0.5.8"})
+    assert run.returncode == 0, run.stdout[-20000:]
+    got = summary(results)
+    print("undrained upgrade:", got)
+    assert got["failed"] > 0, got
