@@ -25,6 +25,10 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import t
 
 _LOOPBACK = re.compile(r"^127\.")
 _POLICIES = ("cache_aware", "round_robin", "random", "power_of_two")
+# What the role spells itself: given again in the extra arguments, the router's parser would keep
+# the later one.
+_OWNED = ("--api-key", "--worker-urls", "--host", "--port", "--policy", "--prometheus-host", "--prometheus-port",
+          "--request-timeout-secs", "--shutdown-grace-period-secs")
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+)*([a-z]+[0-9]+)?(\.post[0-9]+)?$")
 
 
@@ -124,7 +128,7 @@ def release(inputs, worker_list, setting_problems=None):
         args += ["--worker-urls"] + list(worker_list["urls"])
     args += [_text(word) for word in inputs.get("extra_args") or []]
     for word in inputs.get("extra_args") or []:
-        if re.sub(r"=.*$", "", _text(word)) in ("--api-key", "--worker-urls", "--host", "--port", "--policy"):
+        if re.sub(r"=.*$", "", _text(word)) in _OWNED:
             found.append("sglang_router: sglang_router_extra_args gives %s, which the role spells from its own "
                          "settings; set those instead. Nothing was changed." % re.sub(r"=.*$", "", _text(word)))
     return {"args": args, "problems": found, "workers": list(worker_list.get("urls") or [])}

@@ -135,6 +135,9 @@ def main():
                     "/v1/models": {"object": "list", "data": [{"id": model, "object": "model"}]},
                     "/get_load": [{"dp_rank": 0, "num_reqs": in_flight[0], "num_waiting_reqs": 0}]}
             if self.path in info:
+                if key and self.headers.get("Authorization", "") != "Bearer " + key:
+                    self._answer(401, {"error": "unauthorized"})
+                    return
                 self._answer(200, info[self.path])
                 return
             if self.path not in ("/health", "/health_generate"):
