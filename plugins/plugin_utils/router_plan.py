@@ -69,7 +69,7 @@ def workers(hostvars, names, router_host, inventory_hosts):
     address is its ``sglang_router_worker_address``, else the address its engine listens on
     when that is one address (not 0.0.0.0 or ::), else its ``ansible_host``, else its name;
     its port is its ``sglang_service_port`` (30000 by default)."""
-    urls, problems, unknown, looped = [], [], [], []
+    urls, problems, unknown, looped, keys = [], [], [], [], set()
     for name in names or []:
         if name not in inventory_hosts:
             unknown.append(_text(name))
@@ -79,6 +79,8 @@ def workers(hostvars, names, router_host, inventory_hosts):
         if loopback(listen) and name != router_host:
             looped.append("%s (%s)" % (name, listen))
         urls.append(worker_url(found, name, router_host))
+        key = _text(found.get("sglang_service_api_key", ""))
+        keys.add(key[:-1] if key.endswith("\n") else key)
     if not names:
         problems.append("sglang_router: the router has no workers: the group sglang_router_workers_group names no "
                         "host of the inventory. Put the engine nodes in that group (or name another group). Nothing "
@@ -91,7 +93,11 @@ def workers(hostvars, names, router_host, inventory_hosts):
                         "Set sglang_service_host to an address the router reaches on those nodes (with "
                         "sglang_service_api_key), or run the router on the node itself. Nothing was changed."
                         % (", ".join(looped), router_host))
-    return {"urls": urls, "problems": problems}
+    if len(keys) > 1:
+        problems.append("sglang_router: the workers' engines do not share one sglang_service_api_key; the router sends "
+                        "one key to every worker. Their values are not shown. Nothing was changed.")
+    # The workers' key, which the router takes for its own unless sglang_router_api_key names one.
+    return {"urls": urls, "problems": problems, "key": sorted(keys)[0] if len(keys) == 1 else ""}
 
 
 def release(inputs, worker_list, setting_problems=None):
@@ -106,13 +112,14 @@ def release(inputs, worker_list, setting_problems=None):
     if policy not in _POLICIES:
         found.append("sglang_router: sglang_router_policy '%s' is not one of %s. Nothing was changed."
                      % (policy, ", ".join(_POLICIES)))
-    key, engine_key = _text(inputs["api_key"]), _text(inputs["engine_api_key"])
+    engine_key = _text(worker_list.get("key"))
+    key = _text(inputs["api_key"]) or engine_key
     if "\n" in key or "\r" in key or "\x00" in key:
         found.append("sglang_router: sglang_router_api_key holds a line break (one trailing line break is removed, "
                      "nothing else is); it would add lines to the secrets file. Its value is not shown. Nothing was "
                      "changed.")
     if key != engine_key:
-        found.append("sglang_router: sglang_router_api_key differs from the engines' sglang_service_api_key; the "
+        found.append("sglang_router: sglang_router_api_key differs from the workers' sglang_service_api_key; the "
                      "router sends the key its clients use to its workers too, so the two must be the same. Their "
                      "values are not shown. Nothing was changed.")
     if not key and not loopback(inputs["host"]) and not truthy(inputs["allow_unauthenticated"]):
@@ -131,4 +138,5 @@ def release(inputs, worker_list, setting_problems=None):
         if re.sub(r"=.*$", "", _text(word)) in _OWNED:
             found.append("sglang_router: sglang_router_extra_args gives %s, which the role spells from its own "
                          "settings; set those instead. Nothing was changed." % re.sub(r"=.*$", "", _text(word)))
-    return {"args": args, "problems": found, "workers": list(worker_list.get("urls") or [])}
+    # The key the secrets file holds (never logged: the role's set_fact is no_log).
+    return {"args": args, "problems": found, "workers": list(worker_list.get("urls") or []), "api_key": key}

@@ -7,9 +7,9 @@ import pytest
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import release, workers
 
 HOSTS = ["router", "node1", "node2", "node3"]
-ENGINES = {name: {"sglang_service_host": "0.0.0.0", "sglang_service_port": 30000, "ansible_host": f"10.0.0.{i}"}
-           for i, name in enumerate(HOSTS[1:], start=1)}
-INPUTS = {"version": "0.3.2", "policy": "cache_aware", "api_key": "k", "engine_api_key": "k", "host": "0.0.0.0",
+ENGINES = {name: {"sglang_service_host": "0.0.0.0", "sglang_service_port": 30000, "ansible_host": f"10.0.0.{i}",
+                  "sglang_service_api_key": "k"} for i, name in enumerate(HOSTS[1:], start=1)}
+INPUTS = {"version": "0.3.2", "policy": "cache_aware", "api_key": "", "host": "0.0.0.0",
           "port": 30100, "allow_unauthenticated": False, "metrics_host": "0.0.0.0", "metrics_port": 29000,
           "request_timeout": 1800, "shutdown_grace": 180, "extra_args": []}
 
@@ -19,13 +19,13 @@ def test_each_engine_is_a_worker_at_the_address_and_port_it_listens_on():
                     node3=dict(ENGINES["node3"], sglang_router_worker_address="fd00::3"))
     got = workers(hostvars, ["node1", "node2", "node3"], "router", HOSTS)
     assert got == {"urls": ["http://10.0.0.1:30000", "http://192.168.1.2:8000", "http://[fd00::3]:30000"],
-                   "problems": []}
+                   "problems": [], "key": "k"}
 
 
 def test_a_router_on_an_engine_node_reaches_its_loopback_engine():
     hostvars = dict(ENGINES, node1=dict(ENGINES["node1"], sglang_service_host="127.0.0.1"))
     got = workers(hostvars, ["node1", "node2"], "node1", HOSTS)
-    assert got == {"urls": ["http://127.0.0.1:30000", "http://10.0.0.2:30000"], "problems": []}
+    assert got == {"urls": ["http://127.0.0.1:30000", "http://10.0.0.2:30000"], "problems": [], "key": "k"}
 
 
 def test_no_worker_an_unknown_worker_and_a_loopback_engine_elsewhere_are_refused_by_name():
@@ -55,13 +55,9 @@ def test_the_launch_arguments_carry_the_workers_and_never_the_key():
                             "0.3.2); the router is installed pinned. Nothing was changed."),
     ({"policy": "fastest"}, "sglang_router: sglang_router_policy 'fastest' is not one of cache_aware, round_robin, "
                             "random, power_of_two. Nothing was changed."),
-    ({"api_key": "other"}, "sglang_router: sglang_router_api_key differs from the engines' sglang_service_api_key; "
+    ({"api_key": "other"}, "sglang_router: sglang_router_api_key differs from the workers' sglang_service_api_key; "
                            "the router sends the key its clients use to its workers too, so the two must be the "
                            "same. Their values are not shown. Nothing was changed."),
-    ({"api_key": "", "engine_api_key": ""},
-     "sglang_router: refusing to listen on 0.0.0.0:30100 without an API key: anyone who reaches that address could "
-     "use the fleet's GPUs. Set sglang_router_api_key, listen on loopback, or set "
-     "sglang_router_allow_unauthenticated: true if only trusted clients can reach it. Nothing was changed."),
     ({"extra_args": ["--api-key=x"]}, "sglang_router: sglang_router_extra_args gives --api-key, which the role "
                                       "spells from its own settings; set those instead. Nothing was changed."),
 ])
@@ -70,11 +66,29 @@ def test_each_bad_setting_is_refused_by_name(change, message):
     assert got["problems"] == [message]
 
 
+def test_the_router_takes_the_key_its_workers_share_and_refuses_keys_that_differ():
+    assert release(INPUTS, workers(ENGINES, ["node1", "node2"], "router", HOSTS))["api_key"] == "k"
+    assert release(dict(INPUTS, api_key="k"), workers(ENGINES, ["node1"], "router", HOSTS))["problems"] == []
+    # A vault block scalar's one trailing line break is not a different key.
+    hostvars = dict(ENGINES, node2=dict(ENGINES["node2"], sglang_service_api_key="k\n"))
+    assert workers(hostvars, ["node1", "node2"], "router", HOSTS)["problems"] == []
+    hostvars = dict(ENGINES, node2=dict(ENGINES["node2"], sglang_service_api_key="SECRET-other"))
+    got = workers(hostvars, ["node1", "node2"], "router", HOSTS)
+    assert got["problems"] == [
+        "sglang_router: the workers' engines do not share one sglang_service_api_key; the router sends one key to "
+        "every worker. Their values are not shown. Nothing was changed."]
+    assert got["key"] == "" and "SECRET" not in " ".join(got["problems"])
+
+
 def test_an_open_router_is_allowed_only_when_said_so():
-    open_inputs = dict(INPUTS, api_key="", engine_api_key="", allow_unauthenticated=True)
-    assert release(open_inputs, workers(ENGINES, ["node1"], "router", HOSTS))["problems"] == []
-    assert release(dict(open_inputs, allow_unauthenticated=False, host="127.0.0.1"),
-                   workers(ENGINES, ["node1"], "router", HOSTS))["problems"] == []
+    keyless = {name: {k: v for k, v in found.items() if k != "sglang_service_api_key"} for name, found in ENGINES.items()}
+    assert release(INPUTS, workers(keyless, ["node1"], "router", HOSTS))["problems"] == [
+        "sglang_router: refusing to listen on 0.0.0.0:30100 without an API key: anyone who reaches that address could "
+        "use the fleet's GPUs. Set sglang_router_api_key, listen on loopback, or set "
+        "sglang_router_allow_unauthenticated: true if only trusted clients can reach it. Nothing was changed."]
+    open_inputs = dict(INPUTS, allow_unauthenticated=True)
+    assert release(open_inputs, workers(keyless, ["node1"], "router", HOSTS))["problems"] == []
+    assert release(dict(INPUTS, host="127.0.0.1"), workers(keyless, ["node1"], "router", HOSTS))["problems"] == []
 
 
 def test_a_worker_url_is_the_same_for_the_router_and_the_node_it_drains():
@@ -86,8 +100,8 @@ def test_a_worker_url_is_the_same_for_the_router_and_the_node_it_drains():
 
 
 def test_a_router_key_with_a_line_break_is_refused_without_its_value():
-    got = release(dict(INPUTS, api_key="sk-SECRET\nX=1", engine_api_key="sk-SECRET\nX=1"),
-                  workers(ENGINES, ["node1"], "router", HOSTS))
+    hostvars = {name: dict(found, sglang_service_api_key="sk-SECRET\nX=1") for name, found in ENGINES.items()}
+    got = release(INPUTS, workers(hostvars, ["node1"], "router", HOSTS))
     assert got["problems"] == [
         "sglang_router: sglang_router_api_key holds a line break (one trailing line break is removed, nothing else "
         "is); it would add lines to the secrets file. Its value is not shown. Nothing was changed."]
