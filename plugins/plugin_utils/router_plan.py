@@ -140,3 +140,39 @@ def release(inputs, worker_list, setting_problems=None):
                          "settings; set those instead. Nothing was changed." % re.sub(r"=.*$", "", _text(word)))
     # The key the secrets file holds (never logged: the role's set_fact is no_log).
     return {"args": args, "problems": found, "workers": list(worker_list.get("urls") or []), "api_key": key}
+
+
+def worker_view(expected, answer):
+    """The router's view of its workers against the list it should hold.
+
+    ``expected`` is the worker list (``workers()``'s URLs); ``answer`` the router's
+    ``GET /workers`` reply as the uri module returns it (``status``, ``json``). Returns ``read``
+    (whether the router answered with its list), ``missing`` (expected, not listed), ``extra``
+    (listed, not expected: with their ids, which the admin API removes them by), ``unhealthy``
+    (expected and listed, not healthy), ``drift`` (one line per missing or extra worker, its
+    reason) and ``notes`` (one line per worker: its URL and the router's word for it)."""
+    answer = answer or {}
+    listed = (answer.get("json") or {}).get("workers") if answer.get("status") == 200 else None
+    if not isinstance(listed, list):
+        reason = answer.get("msg") or "no answer"
+        return {"read": False, "missing": [], "extra": [], "unhealthy": [], "drift": [],
+                "notes": ["the router's worker list could not be read (status %s: %s)"
+                          % (answer.get("status", -1), _text(reason)[:200])]}
+    by_url = {}
+    for worker in listed:
+        if isinstance(worker, dict) and worker.get("url"):
+            by_url.setdefault(_text(worker["url"]), worker)
+    expected = [_text(url) for url in expected or []]
+    missing = [url for url in expected if url not in by_url]
+    extra = [{"url": url, "id": _text(worker.get("id") or "")} for url, worker in sorted(by_url.items())
+             if url not in expected]
+    unhealthy = [url for url in expected if url in by_url and not by_url[url].get("is_healthy")]
+    drift = ["%s is not among the router's workers" % url for url in missing]
+    drift += ["%s is among the router's workers, but no host of the group serves there" % item["url"] for item in extra]
+    notes = []
+    for url in expected:
+        notes.append("%s: %s" % (url, "removed (not among the router's workers)" if url in missing else
+                                 "healthy" if url not in unhealthy else "unhealthy"))
+    notes += ["%s: listed, not one of the group's workers" % item["url"] for item in extra]
+    return {"read": True, "missing": missing, "extra": extra, "unhealthy": unhealthy, "drift": drift,
+            "notes": notes}

@@ -337,6 +337,11 @@ def plan(read, state, decided, inputs, files, contents, check_mode=False):
              if inputs["nccl_smoke"] == "always" else "the GPUs must all-reduce before the restart")
     if judged["drifted"]:
         step("service", _service_reason(judged, state, inputs))
+    # Behind SGLang's router: a node its worker list lacks goes back in (tasks/router_in.yml);
+    # inputs' router is the router's view of this node (router_plan.worker_view).
+    router = inputs.get("router") or {}
+    if router.get("missing"):
+        step("router", "%s (%s)" % (router["drift"][0], inputs.get("router_url")))
     if not check_mode and truthy(inputs["health_generate_enabled"]):
         step("gate", "the health gate asks /health_generate, which the state read does not")
     result = managed.plan_head(decided["problems"], steps, to_write, rows)

@@ -9,10 +9,15 @@ the fixed reply "blackwell" after a delay, behind the real unit, on an address t
 - site.yml converges the fleet (engines first, then the router, gated on /readiness), a second
   converge changes nothing, and the drift report finds every node clean;
 - the router routes: a request through it gets the engines' reply, and none without the key;
+- a worker taken out of the router by hand and a stray one put in are drift on the router's host
+  (and the first on its engine's), with the router's view of each worker among the notes; a
+  converge mends both and a check is clean again;
 - under a bounded load of concurrent requests through the router, an upgrade of every engine
   (0.5.8 to 0.5.18, one node per batch) drains each node before its restart and puts it back
-  after its gate: every request gets a 200 with the right reply;
-- the same upgrade back without draining drops requests.
+  after its gate: every request gets a 200 with the right reply, and the router's own metrics
+  count as many requests and no failed answer from an engine;
+- the same upgrade back on one node without draining drops requests, and the router's metrics
+  count the failed answers.
 The router sends each request once (--disable-retries): with its retries on, 0.3.2 sent every
 request a restarting node refused or dropped to another node in this lab, draining or not.
 """
@@ -142,6 +147,12 @@ def test_the_fleet_converges_behind_its_router_and_a_second_converge_changes_not
     assert code == 0, output
     assert {name: host["drift"] for name, host in report["hosts"].items()} == {
         name: [] for name in [ROUTER] + ENGINES}
+    # The router's view of each worker, beside each host's verdict.
+    urls = {name: f"http://{address(name)}:30000" for name in ENGINES}
+    assert report["hosts"][ROUTER]["notes"]["router"] == [f"{urls[name]}: healthy" for name in ENGINES], report
+    for name in ENGINES:
+        assert report["hosts"][name]["notes"]["router"] == [
+            f"{urls[name]}: healthy (the router at http://{address(ROUTER)}:30100)"], report["hosts"][name]
 
 
 def test_requests_reach_the_engines_through_the_router_with_the_key_only(fleet):
@@ -161,10 +172,94 @@ def test_requests_reach_the_engines_through_the_router_with_the_key_only(fleet):
     assert in_container(ROUTER, "stat -c '%a %U' /etc/sglang-router/router.env").split() == ["600", "root"]
 
 
-def under_load(fleet, *args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, list]:
-    """A converge with args while the load runs through the router; the converge and every
-    request's outcome."""
+def admin(method: str, path: str, body: dict | None = None) -> str:
+    """The router's admin API from its own node, with the key."""
+    data = f"data=json.dumps({body!r}).encode(), " if body else ""
+    return in_container(ROUTER, (
+        "python3 -c \"import json, urllib.request as u; print(u.urlopen(u.Request('http://127.0.0.1:30100"
+        f"{path}', {data}method='{method}', headers={{'Authorization': 'Bearer {KEY}', "
+        "'Content-Type': 'application/json'})).read().decode())\""))
+
+
+# A stray worker on the router's node: answers what the router asks a worker (the same test double
+# as the engines' stand-in, reduced to the router's calls), on 127.0.0.1:31999.
+STRAY = r"""
+import json, http.server
+class Handler(http.server.BaseHTTPRequestHandler):
+    def _send(self, body):
+        data = json.dumps(body).encode()
+        self.send_response(200); self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data))); self.end_headers(); self.wfile.write(data)
+    def do_GET(self):
+        self._send([{"num_reqs": 0}] if self.path.startswith("/get_load") else {"model_path": "stray"})
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", 31999), Handler).serve_forever()
+"""
+
+
+def workers_now() -> list:
+    return sorted((w["url"], w["is_healthy"]) for w in json.loads(admin("GET", "/workers"))["workers"])
+
+
+def test_a_worker_taken_out_and_a_stray_one_are_drift_and_a_converge_mends_both(fleet):
+    urls = {name: f"http://{address(name)}:30000" for name in ENGINES}
+    out = ENGINES[2]
+    (gone,) = [w for w in json.loads(admin("GET", "/workers"))["workers"] if w["url"] == urls[out]]
+    admin("DELETE", f"/workers/{gone['id']}")
+    subprocess.run(["podman", "exec", "-d", ROUTER, "python3", "-c", STRAY], check=True)
+    admin("POST", "/workers", {"url": "http://127.0.0.1:31999"})
+    for _ in range(30):
+        if [url for url, _healthy in workers_now()] == sorted([urls[ENGINES[0]], urls[ENGINES[1]],
+                                                               "http://127.0.0.1:31999"]):
+            break
+        time.sleep(1)
+    code, report, output = drift_report(fleet["inventory"], PLAYBOOK, fleet["env"], fleet["work"] / "workers")
+    assert code == 1, output
+    router = f"http://{address(ROUTER)}:30100"
+    assert [f["reason"] for f in report["hosts"][ROUTER]["drift"]] == [
+        f"{urls[out]} is not among the router's workers",
+        "http://127.0.0.1:31999 is among the router's workers, but no host of the group serves there"], \
+        report["hosts"][ROUTER]
+    assert [f["reason"] for f in report["hosts"][out]["drift"]] == [
+        f"{urls[out]} is not among the router's workers ({router})"], report["hosts"][out]
+    assert {name: report["hosts"][name]["drift"] for name in ENGINES[:2]} == {name: [] for name in ENGINES[:2]}
+    assert report["hosts"][ROUTER]["notes"]["router"] == [
+        f"{urls[ENGINES[0]]}: healthy", f"{urls[ENGINES[1]]}: healthy",
+        f"{urls[out]}: removed (not among the router's workers)",
+        "http://127.0.0.1:31999: listed, not one of the group's workers"]
+    assert report["hosts"][out]["notes"]["router"] == [
+        f"{urls[out]}: removed (not among the router's workers) (the router at {router})"]
+    mend = converge(fleet, "-e", "sglang_rollout_serial=100%")
+    in_container(ROUTER, "pkill -f '[T]hreadingHTTPServer' || true")
+    assert mend.returncode == 0, mend.stdout[-20000:]
+    assert KEY not in mend.stdout + mend.stderr
+    changed = {name: count["changed"] for name, count in recap(mend.stdout).items()}
+    assert changed == {ROUTER: 1, ENGINES[0]: 0, ENGINES[1]: 0, out: 1}, mend.stdout[-20000:]
+    assert workers_now() == sorted((url, True) for url in urls.values())
+    code, report, output = drift_report(fleet["inventory"], PLAYBOOK, fleet["env"], fleet["work"] / "mended")
+    assert code == 0, output
+
+
+def router_metrics() -> dict:
+    """The router's request counters from its Prometheus endpoint (smg_* in 0.3.2): chat requests
+    routed, and the engines' answers other than 200."""
+    text = in_container(ROUTER, "python3 -c \"import urllib.request as u; "
+                                "print(u.urlopen('http://127.0.0.1:29000/metrics').read().decode())\"")
+    routed = failed = 0.0
+    for line in text.splitlines():
+        if line.startswith("smg_router_requests_total{") and 'endpoint="chat"' in line:
+            routed += float(line.rsplit(" ", 1)[1])
+        if line.startswith("smg_router_upstream_responses_total{") and 'status_code="200"' not in line:
+            failed += float(line.rsplit(" ", 1)[1])
+    return {"routed": routed, "failed": failed}
+
+
+def under_load(fleet, *args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, list, dict]:
+    """A converge with args while the load runs through the router; the converge, every
+    request's outcome and what the router's metrics counted meanwhile."""
     in_container(ROUTER, "rm -f /tmp/load.stop /tmp/load.json")
+    before = router_metrics()
     subprocess.run(["podman", "exec", "-d", ROUTER, "python3", "-c", LOAD], check=True)
     time.sleep(3)
     try:
@@ -172,7 +267,9 @@ def under_load(fleet, *args: str, env: dict | None = None) -> tuple[subprocess.C
     finally:
         in_container(ROUTER, "touch /tmp/load.stop; for i in $(seq 120); do test -e /tmp/load.json && exit 0; "
                              "sleep 1; done; exit 1")
-    return run, json.loads(in_container(ROUTER, "cat /tmp/load.json"))
+    after = router_metrics()
+    return run, json.loads(in_container(ROUTER, "cat /tmp/load.json")), {
+        name: after[name] - before[name] for name in after}
 
 
 def summary(results: list) -> dict:
@@ -182,19 +279,24 @@ def summary(results: list) -> dict:
 
 
 def test_an_upgrade_of_every_engine_under_load_fails_no_request(fleet):
-    run, results = under_load(fleet, "-e", "sglang_rollout_serial=1", env={"LAB_SGLANG_VERSION": "0.5.18"})
+    run, results, counted = under_load(fleet, "-e", "sglang_rollout_serial=1", env={"LAB_SGLANG_VERSION": "0.5.18"})
     assert run.returncode == 0, run.stdout[-20000:]
     for name in ENGINES:
         assert in_container(name, "readlink /opt/sglang/current").strip() == "/opt/sglang/releases/0.5.18", name
     got = summary(results)
-    print("drained upgrade:", got)
+    print("drained upgrade:", got, "router metrics:", counted)
     assert got["sent"] > 0 and got["failed"] == 0, [r for r in results if r["status"] != 200][:5]
+    # The router's own count agrees: every request routed once, no engine answered with a failure.
+    assert counted == {"routed": got["sent"], "failed": 0}, (counted, got)
 
 
 def test_the_same_upgrade_without_draining_drops_requests(fleet):
-    run, results = under_load(fleet, "-e", "sglang_rollout_serial=1", "-e", "sglang_service_router_drain=false",
-                              env={"LAB_SGLANG_VERSION": "0.5.8"})
+    # One node is enough to show it (and keeps the test's time): the same move, 0.5.18 to 0.5.8.
+    run, results, counted = under_load(fleet, "-e", "sglang_rollout_serial=1", "-e", "sglang_service_router_drain=false",
+                                       "-e", f"sglang_rollout_hosts={ENGINES[0]}", env={"LAB_SGLANG_VERSION": "0.5.8"})
     assert run.returncode == 0, run.stdout[-20000:]
+    assert in_container(ENGINES[0], "readlink /opt/sglang/current").strip() == "/opt/sglang/releases/0.5.8"
     got = summary(results)
-    print("undrained upgrade:", got)
+    print("undrained upgrade of one node:", got, "router metrics:", counted)
     assert got["failed"] > 0, got
+    assert counted["failed"] > 0 and counted["routed"] == got["sent"], (counted, got)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import release, workers
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import release, worker_view, workers
 
 HOSTS = ["router", "node1", "node2", "node3"]
 ENGINES = {name: {"sglang_service_host": "0.0.0.0", "sglang_service_port": 30000, "ansible_host": f"10.0.0.{i}",
@@ -106,3 +106,44 @@ def test_a_router_key_with_a_line_break_is_refused_without_its_value():
         "sglang_router: sglang_router_api_key holds a line break (one trailing line break is removed, nothing else "
         "is); it would add lines to the secrets file. Its value is not shown. Nothing was changed."]
     assert "SECRET" not in " ".join(got["problems"] + got["args"])
+
+
+EXPECTED = ["http://10.0.0.1:30000", "http://10.0.0.2:30000", "http://10.0.0.3:30000"]
+
+
+def _listed(*workers_):
+    return {"status": 200, "json": {"workers": [{"id": f"w{i}", "url": url, "is_healthy": healthy}
+                                                for i, (url, healthy) in enumerate(workers_)]}}
+
+
+def test_the_router_holding_exactly_its_workers_is_no_drift_and_each_worker_is_noted():
+    got = worker_view(EXPECTED, _listed((EXPECTED[0], True), (EXPECTED[1], False), (EXPECTED[2], True)))
+    assert got == {"read": True, "missing": [], "extra": [], "unhealthy": [EXPECTED[1]], "drift": [],
+                   "notes": ["http://10.0.0.1:30000: healthy", "http://10.0.0.2:30000: unhealthy",
+                             "http://10.0.0.3:30000: healthy"]}
+
+
+def test_a_missing_and_a_stray_worker_are_drift_with_their_reasons():
+    got = worker_view(EXPECTED, _listed((EXPECTED[0], True), (EXPECTED[2], True), ("http://10.0.0.9:30000", True)))
+    assert got["missing"] == [EXPECTED[1]]
+    assert got["extra"] == [{"url": "http://10.0.0.9:30000", "id": "w2"}]
+    assert got["drift"] == [
+        "http://10.0.0.2:30000 is not among the router's workers",
+        "http://10.0.0.9:30000 is among the router's workers, but no host of the group serves there"]
+    assert got["notes"] == ["http://10.0.0.1:30000: healthy", "http://10.0.0.2:30000: removed (not among the "
+                            "router's workers)", "http://10.0.0.3:30000: healthy",
+                            "http://10.0.0.9:30000: listed, not one of the group's workers"]
+
+
+@pytest.mark.parametrize("answer, note", [
+    ({"status": -1, "msg": "Status code was -1 and not [200]: Request failed: <urlopen error [Errno 111] "
+                           "Connection refused>"},
+     "the router's worker list could not be read (status -1: Status code was -1 and not [200]: Request failed: "
+     "<urlopen error [Errno 111] Connection refused>)"),
+    ({"status": 401, "json": {"error": "unauthorized"}, "msg": "HTTP Error 401: Unauthorized"},
+     "the router's worker list could not be read (status 401: HTTP Error 401: Unauthorized)"),
+    ({"status": 200, "json": {"detail": "no list"}}, "the router's worker list could not be read (status 200: no answer)"),
+])
+def test_an_unreadable_list_is_no_verdict_on_any_worker(answer, note):
+    assert worker_view(EXPECTED, answer) == {"read": False, "missing": [], "extra": [], "unhealthy": [], "drift": [],
+                                             "notes": [note]}

@@ -328,6 +328,20 @@ def test_smoke_restart_requested_and_health_generate_are_steps_of_a_run(node):
     assert planned(root, rows, health_generate_enabled=True, check=True)["steps"] == []
 
 
+def test_a_node_the_router_lacks_is_a_step_and_one_it_lists_is_none(node):
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import worker_view
+    root, rows = node
+    url, router = "http://10.0.0.2:30000", "http://10.0.0.1:30100"
+    listed = {"status": 200, "json": {"workers": [{"id": "a", "url": url, "is_healthy": False}]}}
+    lacking = {"status": 200, "json": {"workers": [{"id": "b", "url": "http://10.0.0.3:30000", "is_healthy": True}]}}
+    silent = {"status": -1, "msg": "Connection refused"}
+    for check in (False, True):
+        assert names(planned(root, rows, router=worker_view([url], listed), router_url=router, check=check)) == []
+        assert names(planned(root, rows, router=worker_view([url], silent), router_url=router, check=check)) == []
+        assert names(planned(root, rows, router=worker_view([url], lacking), router_url=router, check=check)) == [
+            ("router", "http://10.0.0.2:30000 is not among the router's workers (http://10.0.0.1:30100)")]
+
+
 def test_a_release_that_cannot_be_read_is_a_problem_in_a_run_and_a_step_in_a_check(node):
     root, rows = node
     found = read(root, rows, flags={})
