@@ -43,8 +43,9 @@ import time
 
 from sglang_standin import engine_logging
 
-CONFIG = "/etc/sglang-standin/config.json"
-RECORDS = "/var/lib/sglang-standin"
+# The lab's nodes use these paths; the unit tests run the stand-in on the test machine elsewhere.
+CONFIG = os.environ.get("SGLANG_STANDIN_CONFIG", "/etc/sglang-standin/config.json")
+RECORDS = os.environ.get("SGLANG_STANDIN_RECORDS", "/var/lib/sglang-standin")
 
 
 def _option(argv, name, default):
