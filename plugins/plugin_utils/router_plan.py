@@ -47,20 +47,28 @@ def _url_host(address):
     return "[%s]" % address if ":" in address and not address.startswith("[") else address
 
 
-def worker_url(found, name, router_host=None):
-    """The URL the router reaches the engine of host ``name`` at, from its host variables
+def engine_address(found, name, router_host=None):
+    """The address others reach the engine of host ``name`` at, from its host variables
     ``found``: its ``sglang_router_worker_address``, else the address its engine listens on when
     that is one address (not 0.0.0.0 or ::), else its ``ansible_host``, else its name; loopback on
-    the router's own host; its ``sglang_service_port`` (30000 by default)."""
+    ``router_host``, the host the engine runs on being the one that asks."""
     listen = _text(found.get("sglang_service_host", "127.0.0.1"))
-    port = _text(found.get("sglang_service_port", 30000))
     if loopback(listen) and name == router_host:
-        address = listen
-    else:
-        address = (found.get("sglang_router_worker_address")
-                   or (listen if listen not in ("0.0.0.0", "::", "") and not loopback(listen) else "")
-                   or found.get("ansible_host") or name)
-    return "http://%s:%s" % (_url_host(address), port)
+        return listen
+    return _text(found.get("sglang_router_worker_address")
+                 or (listen if listen not in ("0.0.0.0", "::", "") and not loopback(listen) else "")
+                 or found.get("ansible_host") or name)
+
+
+def host_port(address, port):
+    """``address:port`` as a URL or a Prometheus target spells it: IPv6 literals in brackets."""
+    return "%s:%s" % (_url_host(address), _text(port))
+
+
+def worker_url(found, name, router_host=None):
+    """The URL the router reaches the engine of host ``name`` at (engine_address), with its
+    ``sglang_service_port`` (30000 by default)."""
+    return "http://" + host_port(engine_address(found, name, router_host), found.get("sglang_service_port", 30000))
 
 
 def workers(hostvars, names, router_host, inventory_hosts):

@@ -90,6 +90,8 @@ def launch_args(inputs, size, fusion_words):
     if truthy(inputs["torch_symm_mem_enabled"]):
         args.append("--enable-torch-symm-mem")
     args += [_text(word) for word in fusion_words]
+    if truthy(inputs["metrics_enabled"]):
+        args.append("--enable-metrics")
     if truthy(inputs["eagle3_enabled"]):
         args += ["--speculative-algorithm", "EAGLE3",
                  "--speculative-draft-model-path", _text(inputs["eagle3_draft_model_path"]),

@@ -49,6 +49,7 @@ OWNED_FLAGS = {
     "--enable-torch-symm-mem": "sglang_service_torch_symm_mem_enabled",
     "--enable-flashinfer-allreduce-fusion": "sglang_service_flashinfer_fusion_enabled",
     "--flashinfer-allreduce-fusion-backend": "sglang_service_flashinfer_fusion_enabled",
+    "--enable-metrics": "sglang_service_metrics_enabled",
 }
 # Spelt by the role only with EAGLE-3 on (sglang_service_eagle3_enabled); with it off, other
 # speculative decoding (NEXTN, EAGLE) is the operator's to give in the extra arguments.

@@ -39,7 +39,8 @@ def test_site_playbook_lists_the_roles_in_rollout_order(tmp_path):
     plays = re.findall(r"play #\d+ \(([^)]*)\): ([^\t]*)\t", proc.stdout)
     assert plays == [("sglang_router", "Check the router's settings before the rollout"),
                      ("all", "Check the nodes before the rollout"), ("all", "Converge SGLang nodes batch by batch"),
-                     ("sglang_router", "Put SGLang's router in front of the engines")]
+                     ("sglang_router", "Put SGLang's router in front of the engines"),
+                     ("sglang_nodes:sglang_router", "Write the fleet's Prometheus targets")]
     tasks = [line.strip() for line in proc.stdout.splitlines() if " : " in line or "Stage the model's weights" in line]
     order = []
     for line in tasks:

@@ -29,7 +29,7 @@ FLAGS_058 = {"version": "0.5.8", "fusion_sm_restricted": False, "pcie_ipc_allred
              "flags": ["--model-path", "--served-model-name", "--host", "--port", "--tp-size", "--api-key",
                        "--enable-torch-symm-mem", "--enable-flashinfer-allreduce-fusion", "--speculative-algorithm",
                        "--speculative-draft-model-path", "--speculative-num-steps", "--speculative-eagle-topk",
-                       "--speculative-num-draft-tokens", "--mem-fraction-static"]}
+                       "--speculative-num-draft-tokens", "--mem-fraction-static", "--enable-metrics"]}
 FLAGS_0523 = dict(FLAGS_058, version="0.5.23", fusion_sm_restricted=True, pcie_ipc_allreduce=True,
                   fusion_arguments=["--flashinfer-allreduce-fusion-backend", "auto"],
                   flags=FLAGS_058["flags"] + ["--flashinfer-allreduce-fusion-backend"])
@@ -361,7 +361,7 @@ def test_launch_arguments_follow_the_settings_and_the_release(tmp_path):
     decided = release({"server_flags": FLAGS_058, "paths": {}}, settings, [])
     assert decided["args"] == [
         "--model-path", "/models/kimi", "--served-model-name", "kimi", "--host", "127.0.0.1", "--port", "30000",
-        "--tp-size", "1", "--enable-torch-symm-mem", "--enable-flashinfer-allreduce-fusion",
+        "--tp-size", "1", "--enable-torch-symm-mem", "--enable-flashinfer-allreduce-fusion", "--enable-metrics",
         "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/draft",
         "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
         "--mem-fraction-static", "0.85"]
@@ -388,7 +388,29 @@ def test_fusion_on_compute_capability_12_under_each_crash_policy(tmp_path):
     assert warn["problems"] == [] and warn["fusion"]["left_out"] is True
     assert "--flashinfer-allreduce-fusion-backend" not in warn["args"]
     force = release(found, inputs(tmp_path, crash_policy="force", flashinfer_fusion_enabled=True), [])
-    assert force["problems"] == [] and force["args"][-2:] == ["--flashinfer-allreduce-fusion-backend", "auto"]
+    assert force["problems"] == [] and force["args"][-3:-1] == ["--flashinfer-allreduce-fusion-backend", "auto"]
+
+
+def test_the_metrics_endpoint_is_on_by_default_and_off_when_asked(tmp_path):
+    """--enable-metrics (SGLang's /metrics on the server's own port) unless the setting turns it off."""
+    found = {"server_flags": FLAGS_058, "paths": {}}
+    on = release(found, inputs(tmp_path), [])
+    assert DEFAULTS["sglang_service_metrics_enabled"] is True
+    assert on["problems"] == [] and on["args"] == [
+        "--model-path", "/models/kimi", "--host", "127.0.0.1", "--port", "30000", "--tp-size", "1",
+        "--enable-torch-symm-mem", "--enable-metrics"]
+    for off in (False, "false", "no"):
+        assert "--enable-metrics" not in release(found, inputs(tmp_path, metrics_enabled=off), [])["args"], off
+
+
+def test_a_release_without_the_metrics_flag_is_refused_by_name(tmp_path):
+    flags = dict(FLAGS_058, flags=[flag for flag in FLAGS_058["flags"] if flag != "--enable-metrics"])
+    found = {"server_flags": flags, "paths": {}, "release_dir": ""}
+    assert release(found, inputs(tmp_path), [])["problems"] == [
+        "sglang_service: SGLang 0.5.8 installed in %s/opt/sglang/releases/0.5.8 has no --enable-metrics; nothing was "
+        "written. Remove or rename it (sglang_service_extra_args and the sglang_service_* feature switches), or "
+        "install a release that has it." % tmp_path]
+    assert release(found, inputs(tmp_path, metrics_enabled=False), [])["problems"] == []
 
 
 def test_the_pcie_all_reduce_follows_the_topology_and_the_release(tmp_path):

@@ -86,6 +86,12 @@ def test_extra_args_word_with_a_line_break_and_owned_flags():
         " second one on the command line would override it).",
         "sglang_service_extra_args: --tp is spelt by the role; set sglang_service_tp_size instead (a second one"
         " on the command line would override it)."]
+    # The metrics endpoint is a switch of its own.
+    assert settings.problems({"sglang_service_extra_args": ["--enable-metrics"]}) == [
+        "sglang_service_extra_args: --enable-metrics is spelt by the role; set sglang_service_metrics_enabled"
+        " instead (a second one on the command line would override it)."]
+    # SGLang's other metrics flags stay the operator's to give.
+    assert settings.problems({"sglang_service_extra_args": ["--enable-metrics-for-all-schedulers"]}) == []
     # An abbreviation the parser would take for one of them is refused as that one.
     assert settings.problems({"sglang_service_extra_args": ["--ho", "::"]}) == [
         "sglang_service_extra_args: --ho is spelt by the role; set sglang_service_host instead (a second one on"

@@ -101,7 +101,7 @@ def test_a_directory_without_sglang_is_refused_with_its_reason(tmp_path):
 SERVICE_FLAGS = [
     "--model-path", "--served-model-name", "--host", "--port", "--tp-size", "--enable-torch-symm-mem",
     "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
-    "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--api-key",
+    "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--api-key", "--enable-metrics",
 ]
 
 # release: (fusion arguments, fusion raises off SM90/SM10X, PCIe IPC all-reduce)

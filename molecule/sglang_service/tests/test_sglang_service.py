@@ -39,11 +39,11 @@ EAGLE3_AND_EXTRA = [
 EXPECTED_ARGV = {
     # 0.5.8: the boolean fusion flag; 4 GPUs from the facts.
     "sglang_service-old": COMMON_HEAD + ["--tp-size", "4", "--enable-torch-symm-mem",
-                                         "--enable-flashinfer-allreduce-fusion"]
+                                         "--enable-flashinfer-allreduce-fusion", "--enable-metrics"]
     + EAGLE3_AND_EXTRA + ["--api-key", API_KEY],
     # 0.5.23 deprecates it: the backend flag with auto.
     "sglang_service-new": COMMON_HEAD + ["--tp-size", "2", "--enable-torch-symm-mem",
-                                         "--flashinfer-allreduce-fusion-backend", "auto"]
+                                         "--flashinfer-allreduce-fusion-backend", "auto", "--enable-metrics"]
     + EAGLE3_AND_EXTRA + ["--api-key", API_KEY],
 }
 CRASH_MESSAGE = (

@@ -21,6 +21,11 @@ launcher handed it, when there is one) with the fixed reply "blackwell" after re
 and the calls SGLang's router makes on a worker (/get_server_info, /get_model_info, /get_load
 with the requests in flight). A SIGTERM drops the requests in flight, as a stopping engine does.
 
+Started with --enable-metrics it answers ``/metrics`` with a few Prometheus text series named as
+SGLang names its own (requests running and waiting, requests served), without asking for the
+key, as SGLang does; without the flag ``/metrics`` is 404. The numbers are the stand-in's, not
+an engine's measurements.
+
 Before it serves, it imitates the engine's start-up logging (engine_logging.py): the launch
 arguments, the API key included, logged at INFO in this process and in one spawned child.
 """
@@ -38,8 +43,9 @@ import time
 
 from sglang_standin import engine_logging
 
-CONFIG = "/etc/sglang-standin/config.json"
-RECORDS = "/var/lib/sglang-standin"
+# The lab's nodes use these paths; the unit tests run the stand-in on the test machine elsewhere.
+CONFIG = os.environ.get("SGLANG_STANDIN_CONFIG", "/etc/sglang-standin/config.json")
+RECORDS = os.environ.get("SGLANG_STANDIN_RECORDS", "/var/lib/sglang-standin")
 
 
 def _option(argv, name, default):
@@ -111,8 +117,22 @@ def main():
     key = _option(argv, "--api-key", "")
     model = _option(argv, "--served-model-name", "") or _option(argv, "--model-path", "")
     reply_delay = float(config.get("reply_delay", 0.0))
+    metrics = "--enable-metrics" in argv
     in_flight = [0]
+    served = [0]
     lock = threading.Lock()
+
+    def _metrics_text():
+        label = '{model_name="%s"}' % model.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return ("# HELP sglang:num_running_reqs The number of running requests.\n"
+                "# TYPE sglang:num_running_reqs gauge\n"
+                "sglang:num_running_reqs%s %d\n"
+                "# HELP sglang:num_queue_reqs The number of requests in the waiting queue.\n"
+                "# TYPE sglang:num_queue_reqs gauge\n"
+                "sglang:num_queue_reqs%s 0\n"
+                "# HELP sglang:num_requests_total The number of requests served.\n"
+                "# TYPE sglang:num_requests_total counter\n"
+                "sglang:num_requests_total%s %d\n" % (label, in_flight[0], label, label, served[0]))
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def _answer(self, status, payload):
@@ -139,6 +159,14 @@ def main():
                     self._answer(401, {"error": "unauthorized"})
                     return
                 self._answer(200, info[self.path])
+                return
+            if self.path == "/metrics" and metrics:
+                body = _metrics_text().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
                 return
             if self.path not in ("/health", "/health_generate"):
                 self.send_error(404)
@@ -168,6 +196,7 @@ def main():
             finally:
                 with lock:
                     in_flight[0] -= 1
+                    served[0] += 1
             if self.path == "/generate":
                 self._answer(200, {"text": "blackwell", "meta_info": {"finish_reason": {"type": "stop"}}})
             else:
