@@ -11,6 +11,10 @@ from another host); and every reason the file cannot be written, each naming the
 setting. Plain Python without Ansible imports: the filter blackwell.sglang.sglang_prometheus_targets
 calls it, the unit tests too.
 
+A host's ``sglang_prometheus_address`` is the address Prometheus scrapes it at, where that is
+not the one the rules below find (an engine: the address the router reaches it at; a router: the
+one its metrics listen on, else its ``ansible_host``, else its name).
+
 Host variables that the inventory does not set come from the roles' defaults (``defaults``), as
 the roles themselves would see them; the GPU name comes from the node's gathered ``gpu`` facts
 (blackwell.sglang.gpu_facts), else from the file as it was, else ``unknown``: a run that did not
@@ -96,14 +100,14 @@ def targets(hostvars, engines, routers, defaults, previous=""):
             return
         if _BAD_ADDRESS.search(address):
             problems.append("prometheus: %s has no address Prometheus can scrape: '%s' (from its "
-                            "sglang_router_worker_address, listen address, ansible_host or name) is not a host name "
-                            "or address. Nothing was written." % (name, address))
+                            "sglang_prometheus_address, sglang_router_worker_address, listen address, ansible_host or "
+                            "name) is not a host name or address. Nothing was written." % (name, address))
             return
         target = host_port(address, port)
         if target in seen:
             problems.append("prometheus: %s and %s would both be scraped at %s; give each its own address "
-                            "(sglang_router_worker_address or ansible_host) or port. Nothing was written."
-                            % (seen[target], name, target))
+                            "(sglang_prometheus_address, sglang_router_worker_address or ansible_host) or port. "
+                            "Nothing was written." % (seen[target], name, target))
             return
         seen[target] = name
         entries.append({"targets": [target], "labels": dict(labels, job=job, instance=_text(name))})
@@ -124,7 +128,7 @@ def targets(hostvars, engines, routers, defaults, previous=""):
                             "SGLang release. Nothing was written." % name)
         gpus = gpu_model(found) or _text(before.get((ENGINE_JOB, _text(name)), {}).get("gpu_model")) or UNKNOWN
         listen = _text(_setting(found, defaults, "sglang_service_host"))
-        worker_address = found.get("sglang_router_worker_address")
+        worker_address = found.get("sglang_prometheus_address") or found.get("sglang_router_worker_address")
         address = engine_address({"sglang_service_host": listen, "sglang_router_worker_address": worker_address,
                                   "ansible_host": found.get("ansible_host")}, name)
         if loopback(listen) and not worker_address:
@@ -138,7 +142,8 @@ def targets(hostvars, engines, routers, defaults, previous=""):
         found = hostvars.get(name) or {}
         listen = _text(_setting(found, defaults, "sglang_router_metrics_host"))
         specific = listen not in ("0.0.0.0", "::", "") and not loopback(listen)
-        address = listen if specific else _text(found.get("ansible_host") or name)
+        address = _text(found.get("sglang_prometheus_address") or (listen if specific else "")
+                        or found.get("ansible_host") or name)
         if loopback(listen):
             notes.append("prometheus: the router on %s serves its metrics on %s only, so Prometheus on another "
                          "host cannot scrape %s: set sglang_router_metrics_host to an address it reaches."

@@ -8,6 +8,8 @@ the fixed reply "blackwell" after a delay, behind the real unit, on an address t
 (the containers' own addresses), with an API key. Then:
 - site.yml converges the fleet (engines first, then the router, gated on /readiness), a second
   converge changes nothing, and the drift report finds every node clean;
+- the fleet's Prometheus targets file lists each engine (model, release, GPU labels) and the
+  router, and each target answers /metrics;
 - the router routes: a request through it gets the engines' reply, and none without the key;
 - a worker taken out of the router by hand and a stray one put in are drift on the router's host
   (and the first on its engine's), with the router's view of each worker among the notes; a
@@ -106,11 +108,14 @@ def fleet(tmp_path_factory):
             # once: with its retries on (the default), 0.3.2 sent every request a restarting node
             # refused or dropped to another node in this lab, so nothing showed whether the node
             # was drained or not. A streamed reply already under way cannot be retried either.
-            "sglang_router_extra_args": ["--health-check-interval-secs", "2", "--disable-retries"]}
+            "sglang_router_extra_args": ["--health-check-interval-secs", "2", "--disable-retries"],
+            # The fleet's Prometheus targets, on the controller (playbooks/prometheus.yml).
+            "sglang_prometheus_sd_path": str(work / "prometheus" / "targets.json")}
         (inventory / "host_vars").mkdir(exist_ok=True)
         for name in [ROUTER] + ENGINES:
             (inventory / "host_vars" / f"{name}.yml").write_text(yaml.safe_dump(
-                dict(settings, sglang_router_worker_address=address(name))))
+                dict(settings, sglang_router_worker_address=address(name),
+                     sglang_prometheus_address=address(name))))
         for name in ENGINES:
             in_container(name, f"echo '{STANDIN}' >/etc/sglang-standin/config.json")
         yield {"env": env, "inventory": inventory, "work": work}
@@ -153,6 +158,25 @@ def test_the_fleet_converges_behind_its_router_and_a_second_converge_changes_not
     for name in ENGINES:
         assert report["hosts"][name]["notes"]["router"] == [
             f"{urls[name]}: healthy (the router at http://{address(ROUTER)}:30100)"], report["hosts"][name]
+
+
+def scrape(target: str) -> str:
+    """GET /metrics of a target from the router's node, without a key, as Prometheus would."""
+    return in_container(ROUTER, f"python3 -c \"import urllib.request as u; "
+                                f"print(u.urlopen('http://{target}/metrics', timeout=10).read().decode())\"")
+
+
+def test_prometheus_finds_every_engine_and_the_router_in_the_targets_file(fleet):
+    targets = json.loads((fleet["work"] / "prometheus" / "targets.json").read_text())
+    gpu = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    assert targets == [{"targets": [f"{address(name)}:30000"],
+                        "labels": {"job": "sglang", "instance": name, "model": "/models/Qwen3-8B", "release": "0.5.8",
+                                   "gpu_model": gpu}} for name in ENGINES] + [
+        {"targets": [f"{address(ROUTER)}:29000"], "labels": {"job": "sglang-router", "instance": ROUTER}}]
+    # Each target answers as Prometheus would scrape it: the engines run with --enable-metrics.
+    for entry in targets:
+        text = scrape(entry["targets"][0])
+        assert ("sglang:" if entry["labels"]["job"] == "sglang" else "smg_") in text, (entry, text[:500])
 
 
 def test_requests_reach_the_engines_through_the_router_with_the_key_only(fleet):
@@ -207,7 +231,7 @@ def test_a_worker_taken_out_and_a_stray_one_are_drift_and_a_converge_mends_both(
     out = ENGINES[2]
     (gone,) = [w for w in json.loads(admin("GET", "/workers"))["workers"] if w["url"] == urls[out]]
     admin("DELETE", f"/workers/{gone['id']}")
-    subprocess.run(["podman", "exec", "-d", ROUTER, "python3", "-c", STRAY], check=True)
+    subprocess.run(["podman", "exec", "-d", ROUTER, "python3", "-c", STRAY], check=True, capture_output=True)
     admin("POST", "/workers", {"url": "http://127.0.0.1:31999"})
     for _ in range(30):
         if [url for url, _healthy in workers_now()] == sorted([urls[ENGINES[0]], urls[ENGINES[1]],
@@ -260,7 +284,7 @@ def under_load(fleet, *args: str, env: dict | None = None) -> tuple[subprocess.C
     request's outcome and what the router's metrics counted meanwhile."""
     in_container(ROUTER, "rm -f /tmp/load.stop /tmp/load.json")
     before = router_metrics()
-    subprocess.run(["podman", "exec", "-d", ROUTER, "python3", "-c", LOAD], check=True)
+    subprocess.run(["podman", "exec", "-d", ROUTER, "python3", "-c", LOAD], check=True, capture_output=True)
     time.sleep(3)
     try:
         run = converge(fleet, *args, env=env)
@@ -292,7 +316,8 @@ def test_an_upgrade_of_every_engine_under_load_fails_no_request(fleet):
 
 def test_the_same_upgrade_without_draining_drops_requests(fleet):
     # One node is enough to show it (and keeps the test's time): the same move, 0.5.18 to 0.5.8.
-    run, results, counted = under_load(fleet, "-e", "sglang_rollout_serial=1", "-e", "sglang_service_router_drain=false",
+    run, results, counted = under_load(fleet, "-e", "sglang_rollout_serial=1",
+                                       "-e", "sglang_service_router_drain=false",
                                        "-e", f"sglang_rollout_hosts={ENGINES[0]}", env={"LAB_SGLANG_VERSION": "0.5.8"})
     assert run.returncode == 0, run.stdout[-20000:]
     assert in_container(ENGINES[0], "readlink /opt/sglang/current").strip() == "/opt/sglang/releases/0.5.8"

@@ -60,6 +60,15 @@ def test_the_worker_address_ipv6_and_mixed_gpus():
         (["[fd00::3]:30000"], "NVIDIA H100, NVIDIA H200"), (["w.lan:30000"], "none"), (["[fd00::9]:9100"], None)]
 
 
+def test_the_prometheus_address_comes_first_for_engines_and_routers():
+    hostvars = {"n": {"sglang_service_host": "0.0.0.0", "ansible_host": "127.0.0.1", "sglang_service_model_path": "/m",
+                      "sglang_router_worker_address": "10.1.0.1", "sglang_prometheus_address": "n.metrics.lan"},
+                "r": {"ansible_host": "127.0.0.1", "sglang_prometheus_address": "10.2.0.9"},
+                "s": {"ansible_host": "10.2.0.10"}}
+    got = targets(hostvars, ["n"], ["r", "s"], DEFAULTS)
+    assert [e["targets"] for e in got["targets"]] == [["n.metrics.lan:30000"], ["10.2.0.9:29000"], ["10.2.0.10:29000"]]
+
+
 def test_a_node_with_metrics_off_is_left_out():
     hostvars = dict(ENGINES, node2=dict(ENGINES["node2"], sglang_service_metrics_enabled=False))
     got = targets(hostvars, ["node1", "node2"], [], DEFAULTS)
@@ -109,9 +118,10 @@ def test_each_refusal_names_the_host_and_the_setting():
         "prometheus: b's sglang_install_version is empty; its metrics are labelled with the SGLang release. Nothing "
         "was written.",
         "prometheus: b and c would both be scraped at 10.0.0.2:30000; give each its own address "
-        "(sglang_router_worker_address or ansible_host) or port. Nothing was written.",
-        "prometheus: d has no address Prometheus can scrape: 'http://10.0.0.4' (from its sglang_router_worker_address, "
-        "listen address, ansible_host or name) is not a host name or address. Nothing was written.",
+        "(sglang_prometheus_address, sglang_router_worker_address or ansible_host) or port. Nothing was written.",
+        "prometheus: d has no address Prometheus can scrape: 'http://10.0.0.4' (from its sglang_prometheus_address, "
+        "sglang_router_worker_address, listen address, ansible_host or name) is not a host name or address. Nothing "
+        "was written.",
         "prometheus: r's sglang_router_metrics_port is not a port number (1 to 65535), got '70000'. Nothing was "
         "written."]
 
