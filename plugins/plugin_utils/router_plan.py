@@ -21,7 +21,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import truthy
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import secret, truthy
 
 _LOOPBACK = re.compile(r"^127\.")
 _POLICIES = ("cache_aware", "round_robin", "random", "power_of_two")
@@ -29,6 +29,8 @@ _POLICIES = ("cache_aware", "round_robin", "random", "power_of_two")
 # the later one.
 _OWNED = ("--api-key", "--worker-urls", "--host", "--port", "--policy", "--prometheus-host", "--prometheus-port",
           "--request-timeout-secs", "--shutdown-grace-period-secs")
+# Flags whose value is a secret (0.3.2): never in argv.
+_SECRETS = ("--control-plane-api-keys", "--oracle-password")
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+)*([a-z]+[0-9]+)?(\.post[0-9]+)?$")
 
 
@@ -88,7 +90,7 @@ def workers(hostvars, names, router_host, inventory_hosts):
             looped.append("%s (%s)" % (name, listen))
         urls.append(worker_url(found, name, router_host))
         key = _text(found.get("sglang_service_api_key", ""))
-        keys.add(key[:-1] if key.endswith("\n") else key)
+        keys.add(_text(secret(key)))
     if not names:
         problems.append("sglang_router: the router has no workers: the group sglang_router_workers_group names no "
                         "host of the inventory. Put the engine nodes in that group (or name another group). Nothing "
@@ -143,9 +145,18 @@ def release(inputs, worker_list, setting_problems=None):
         args += ["--worker-urls"] + list(worker_list["urls"])
     args += [_text(word) for word in inputs.get("extra_args") or []]
     for word in inputs.get("extra_args") or []:
-        if re.sub(r"=.*$", "", _text(word)) in _OWNED:
+        flag = re.sub(r"=.*$", "", _text(word))
+        if not flag.startswith("--") or len(flag) < 3:
+            continue
+        # The router's parser takes an abbreviation as the flag it begins (--api-k for --api-key).
+        owned = [name for name in _OWNED if name.startswith(flag)]
+        if owned:
             found.append("sglang_router: sglang_router_extra_args gives %s, which the role spells from its own "
-                         "settings; set those instead. Nothing was changed." % re.sub(r"=.*$", "", _text(word)))
+                         "settings (%s); set those instead. Nothing was changed." % (flag, ", ".join(owned)))
+        elif any(name.startswith(flag) for name in _SECRETS):
+            found.append("sglang_router: sglang_router_extra_args gives %s, which carries a secret: the unit and "
+                         "the router's command line would show it to every user of the host. Nothing was changed."
+                         % flag)
     # The key the secrets file holds (never logged: the role's set_fact is no_log).
     return {"args": args, "problems": found, "workers": list(worker_list.get("urls") or []), "api_key": key}
 

@@ -75,6 +75,8 @@ EAGLE3_FLAGS = {
 #   shell_path   an absolute path written unquoted into a shell script (profile.d)
 #   url          a URL in a whitespace-separated field (deb822 URIs, pip's index lists)
 #   urls         a list of such URLs
+#   base_url     empty, or http(s)://host[:port] with no path: an address others append a path
+#                to (SGLang's router: /workers)
 #   requirement  a list of requirement or constraint lines: none may be a pip option
 #   account      a user or group name
 #   launch_args  sglang_service_extra_args: argv words; none of the flags the role spells
@@ -106,6 +108,7 @@ TABLE = {
     "sglang_service_group": "account",
     "sglang_service_limit_stack": "line",
     "sglang_service_port": "int:1:65535",
+    "sglang_service_router_url": "base_url",
     "sglang_service_health_delay": "int:1",
     "sglang_service_health_timeout": "int:1",
     "sglang_service_nccl_smoke_timeout": "int:1",
@@ -221,6 +224,9 @@ def _launch_args(name, value, eagle3=False):
     return out
 
 
+BASE_URL = re.compile(r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?$")
+
+
 def truthy(value):
     """A setting as the roles' ``| bool`` reads it (Ansible's boolean): True, 1, 1.0, or y, yes, on,
     1, true or t in any case; anything else is false."""
@@ -300,6 +306,12 @@ def _check(name, kind, value, settings):
                          " separator between URLs; percent-encode it (%20)."]
             out += found
         return out
+    if kind == "base_url":
+        text = "" if value is None else str(value)
+        if text and not BASE_URL.match(text):
+            return [f"{name}: {text!r} is not http://host:port (or https://), without a path or a trailing /:"
+                    " the role appends the router's paths to it."]
+        return []
     if kind == "requirement":
         out = []
         for i, word in enumerate(_words(value)):

@@ -19,7 +19,10 @@ the fixed reply "blackwell" after a delay, behind the real unit, on an address t
   after its gate: every request gets a 200 with the right reply, and the router's own metrics
   count as many requests and no failed answer from an engine;
 - the same upgrade back on one node without draining drops requests, and the router's metrics
-  count the failed answers.
+  count the failed answers;
+- an engine removed alone (remove.yml limited to it) leaves the router before its server stops,
+  and the router removed alone leaves nothing of its own on its host, a second removal changing
+  nothing.
 The router sends each request once (--disable-retries): with its retries on, 0.3.2 sent every
 request a restarting node refused or dropped to another node in this lab, draining or not.
 """
@@ -325,3 +328,32 @@ def test_the_same_upgrade_without_draining_drops_requests(fleet):
     print("undrained upgrade of one node:", got, "router metrics:", counted)
     assert got["failed"] > 0, got
     assert counted["failed"] > 0 and counted["routed"] == got["sent"], (counted, got)
+
+
+def removal(fleet, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["ansible-playbook", "-i", str(fleet["inventory"]), str(ROOT / "playbooks" / "remove.yml"),
+                           *args], cwd=ROOT, env=fleet["env"], capture_output=True, text=True, check=False)
+
+
+def test_a_removed_engine_leaves_the_router_first_and_the_router_goes_with_nothing_left(fleet):
+    gone = ENGINES[2]
+    run = removal(fleet, "-e", f"sglang_rollout_hosts={gone}")
+    assert run.returncode == 0, run.stdout[-20000:]
+    assert KEY not in run.stdout + run.stderr
+    # Out of the router before its server stopped; the others still serve through it.
+    assert [url for url, _healthy in workers_now()] == sorted(f"http://{address(name)}:30000" for name in ENGINES[:2])
+    assert in_container(gone, "systemctl is-active sglang || true").strip() != "active"
+    status, body = through_router()
+    assert status == 200, body
+    # The router alone (sglang_rollout_hosts limits it as it limits the engines), then again: nothing left.
+    run = removal(fleet, "-e", f"sglang_rollout_hosts={ROUTER}")
+    assert run.returncode == 0, run.stdout[-20000:]
+    assert {name: count["changed"] for name, count in recap(run.stdout).items()}[ROUTER] > 0, run.stdout[-5000:]
+    assert in_container(ROUTER, "ls -d /etc/systemd/system/sglang-router.service /etc/sglang-router /opt/sglang-router "
+                                "/usr/local/lib/sglang-router 2>/dev/null; getent passwd sglang-router; "
+                                "getent group sglang-router; true") == ""
+    for name in ENGINES[:2]:
+        assert in_container(name, "systemctl is-active sglang").strip() == "active", name
+    again = removal(fleet, "-e", f"sglang_rollout_hosts={ROUTER}")
+    assert again.returncode == 0, again.stdout[-20000:]
+    assert {name: count["changed"] for name, count in recap(again.stdout).items()} == {ROUTER: 0}, again.stdout[-5000:]

@@ -59,7 +59,14 @@ def test_the_launch_arguments_carry_the_workers_and_never_the_key():
                            "the router sends the key its clients use to its workers too, so the two must be the "
                            "same. Their values are not shown. Nothing was changed."),
     ({"extra_args": ["--api-key=x"]}, "sglang_router: sglang_router_extra_args gives --api-key, which the role "
-                                      "spells from its own settings; set those instead. Nothing was changed."),
+                                      "spells from its own settings (--api-key); set those instead. Nothing was "
+                                      "changed."),
+    ({"extra_args": ["--api-k", "x"]}, "sglang_router: sglang_router_extra_args gives --api-k, which the role "
+                                       "spells from its own settings (--api-key); set those instead. Nothing was "
+                                       "changed."),
+    ({"extra_args": ["--control-plane-api-keys", "x"]},
+     "sglang_router: sglang_router_extra_args gives --control-plane-api-keys, which carries a secret: the unit and the "
+     "router's command line would show it to every user of the host. Nothing was changed."),
 ])
 def test_each_bad_setting_is_refused_by_name(change, message):
     got = release(dict(INPUTS, **change), workers(ENGINES, ["node1"], "router", HOSTS))
@@ -96,7 +103,16 @@ def test_a_worker_url_is_the_same_for_the_router_and_the_node_it_drains():
     assert worker_url(ENGINES["node1"], "node1") == "http://10.0.0.1:30000"
     assert worker_url({"sglang_service_host": "127.0.0.1"}, "node1", "node1") == "http://127.0.0.1:30000"
     assert worker_url({}, "node7") == "http://node7:30000"
-    assert workers(ENGINES, ["node1"], "router", HOSTS)["urls"] == [worker_url(ENGINES["node1"], "node1", "router")]
+
+
+
+def test_flags_the_role_does_not_spell_are_the_operators_and_a_key_keeps_one_line_break_off():
+    got = release(dict(INPUTS, extra_args=["--health-check-interval-secs", "2", "--disable-retries"]),
+                  workers(ENGINES, ["node1"], "router", HOSTS))
+    assert got["problems"] == [] and got["args"][-3:] == ["--health-check-interval-secs", "2", "--disable-retries"]
+    crlf = dict(ENGINES, node2=dict(ENGINES["node2"], sglang_service_api_key="k\r\n"),
+                node3=dict(ENGINES["node3"], sglang_service_api_key="k\n"))
+    assert workers(crlf, ["node1", "node2", "node3"], "router", HOSTS)["key"] == "k"
 
 
 def test_a_router_key_with_a_line_break_is_refused_without_its_value():

@@ -74,6 +74,19 @@ def test_a_line_value_with_a_line_break_is_refused(name):
     assert settings.problems({name: "/models/Qwen3-8B"}) == []
 
 
+@pytest.mark.parametrize("url", ["", "http://10.0.0.1:30100", "https://router.lan", "http://[fd00::1]:30100"])
+def test_a_router_url_is_scheme_host_and_port(url):
+    assert settings.problems({"sglang_service_router_url": url}) == []
+
+
+@pytest.mark.parametrize("url", ["router:30100", "http://10.0.0.1:30100/", "http://10.0.0.1:30100/v1",
+                                 "tcp://10.0.0.1:30100", "http://a b:1"])
+def test_a_router_url_the_role_cannot_append_a_path_to_is_refused(url):
+    assert settings.problems({"sglang_service_router_url": url}) == [
+        f"sglang_service_router_url: {url!r} is not http://host:port (or https://), without a path or a trailing /:"
+        " the role appends the router's paths to it."]
+
+
 def test_extra_args_word_with_a_line_break_and_owned_flags():
     assert settings.problems({"sglang_service_extra_args": ["--mem-fraction-static", "0.85"]}) == []
     assert settings.problems({"sglang_service_extra_args": ["--mem-fraction-static", "0.8\nExecStartPost=/x"]}) == [
