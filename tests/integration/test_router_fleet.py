@@ -20,6 +20,8 @@ the fixed reply "blackwell" after a delay, behind the real unit, on an address t
   count as many requests and no failed answer from an engine;
 - the same upgrade back on one node without draining drops requests, and the router's metrics
   count the failed answers;
+- a router release the wheelhouse does not hold fails the router's host with what pip said,
+  leaves no venv, and the router serves on;
 - an engine removed alone (remove.yml limited to it) leaves the router before its server stops,
   and the router removed alone leaves nothing of its own on its host, a second removal changing
   nothing.
@@ -328,6 +330,22 @@ def test_the_same_upgrade_without_draining_drops_requests(fleet):
     print("undrained upgrade of one node:", got, "router metrics:", counted)
     assert got["failed"] > 0, got
     assert counted["failed"] > 0 and counted["routed"] == got["sent"], (counted, got)
+
+
+def test_a_router_release_the_wheelhouse_lacks_is_refused_and_the_router_keeps_serving(fleet):
+    unit = in_container(ROUTER, "cat /etc/systemd/system/sglang-router.service")
+    run = subprocess.run(["ansible-playbook", "-i", str(fleet["inventory"]), str(ROOT / "playbooks" / "router.yml"),
+                          "-e", "sglang_router_version=0.0.99"], cwd=ROOT, env=fleet["env"], capture_output=True,
+                         text=True, check=False)
+    assert run.returncode == 2, run.stdout[-5000:]
+    assert "sglang-router 0.0.99 could not be installed from the configured sources" in run.stdout, run.stdout[-5000:]
+    assert "The router's account, unit, secrets and service were not changed." in run.stdout
+    assert KEY not in run.stdout + run.stderr
+    # Nothing of the failed release stays; the router runs on as it was.
+    assert in_container(ROUTER, "ls /opt/sglang-router").split() == ["0.3.2"]
+    assert in_container(ROUTER, "cat /etc/systemd/system/sglang-router.service") == unit
+    assert in_container(ROUTER, "systemctl is-active sglang-router").strip() == "active"
+    assert through_router()[0] == 200
 
 
 def removal(fleet, *args: str) -> subprocess.CompletedProcess:

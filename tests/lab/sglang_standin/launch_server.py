@@ -19,7 +19,8 @@ toolkit the engine cannot run on.
 Once healthy it also answers ``/generate`` and ``/v1/chat/completions`` (with the API key the
 launcher handed it, when there is one) with the fixed reply "blackwell" after reply_delay seconds,
 and the calls SGLang's router makes on a worker (/get_server_info, /get_model_info, /get_load
-with the requests in flight), and /v1/loads?include=core as SGLang 0.5.8 to 0.5.23 do. A SIGTERM drops the requests in flight, as a stopping engine does.
+with the requests in flight), and /v1/loads?include=core as SGLang 0.5.8 to 0.5.23 do. A SIGTERM
+drops the requests in flight, as a stopping engine does.
 
 Started with --enable-metrics it answers ``/metrics`` with a few Prometheus text series named as
 SGLang names its own (requests running and waiting, requests served), without asking for the
