@@ -238,7 +238,7 @@ def test_a_worker_taken_out_and_a_stray_one_are_drift_and_a_converge_mends_both(
     admin("DELETE", f"/workers/{gone['id']}")
     subprocess.run(["podman", "exec", "-d", ROUTER, "python3", "-c", STRAY], check=True, capture_output=True)
     admin("POST", "/workers", {"url": "http://127.0.0.1:31999"})
-    for _ in range(30):
+    for _attempt in range(30):
         if [url for url, _healthy in workers_now()] == sorted([urls[ENGINES[0]], urls[ENGINES[1]],
                                                                "http://127.0.0.1:31999"]):
             break

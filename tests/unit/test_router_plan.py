@@ -105,7 +105,6 @@ def test_a_worker_url_is_the_same_for_the_router_and_the_node_it_drains():
     assert worker_url({}, "node7") == "http://node7:30000"
 
 
-
 def test_flags_the_role_does_not_spell_are_the_operators_and_a_key_keeps_one_line_break_off():
     got = release(dict(INPUTS, extra_args=["--health-check-interval-secs", "2", "--disable-retries"]),
                   workers(ENGINES, ["node1"], "router", HOSTS))
