@@ -26,7 +26,8 @@ the fixed reply "blackwell" after a delay, behind the real unit, on an address t
   and the router removed alone leaves nothing of its own on its host, a second removal changing
   nothing.
 The router sends each request once (--disable-retries): with its retries on, 0.3.2 sent every
-request a restarting node refused or dropped to another node in this lab, draining or not.
+request a restarting node refused or dropped to another node in this lab, draining or not. It
+routes turn by turn (round_robin), so every engine carries its share of the load when it restarts.
 """
 from __future__ import annotations
 
@@ -114,6 +115,11 @@ def fleet(tmp_path_factory):
             # refused or dropped to another node in this lab, so nothing showed whether the node
             # was drained or not. A streamed reply already under way cannot be retried either.
             "sglang_router_extra_args": ["--health-check-interval-secs", "2", "--disable-retries"],
+            # Turn by turn: cache-aware routing (the default) sends one prompt to one worker, and
+            # the load's prompts are all alike, so it stood on one engine and a restart of another
+            # showed nothing (a run counted 0 failed of 2,720 without draining). Round robin puts
+            # every engine under load when its turn to restart comes.
+            "sglang_router_policy": "round_robin",
             # The fleet's Prometheus targets, on the controller (playbooks/prometheus.yml).
             "sglang_prometheus_sd_path": str(work / "prometheus" / "targets.json")}
         (inventory / "host_vars").mkdir(exist_ok=True)
@@ -301,6 +307,15 @@ def under_load(fleet, *args: str, env: dict | None = None) -> tuple[subprocess.C
         name: after[name] - before[name] for name in after}
 
 
+def served(name: str) -> int:
+    """The requests an engine's server has answered since it started (the stand-in's
+    sglang:num_requests_total on /metrics)."""
+    for line in scrape(f"{address(name)}:30000").splitlines():
+        if line.startswith("sglang:num_requests_total"):
+            return int(float(line.rsplit(" ", 1)[1]))
+    raise AssertionError(f"{name} has no sglang:num_requests_total on /metrics")
+
+
 def summary(results: list) -> dict:
     latencies = sorted(r["seconds"] for r in results)
     return {"sent": len(results), "failed": sum(1 for r in results if r["status"] != 200 or r["reply"] != "blackwell"),
@@ -317,6 +332,8 @@ def test_an_upgrade_of_every_engine_under_load_fails_no_request(fleet):
     assert got["sent"] > 0 and got["failed"] == 0, [r for r in results if r["status"] != 200][:5]
     # The router's own count agrees: every request routed once, no engine answered with a failure.
     assert counted == {"routed": got["sent"], "failed": 0}, (counted, got)
+    # Each engine was back in the router after its restart: its new server answered requests.
+    assert all(served(name) > 0 for name in ENGINES), {name: served(name) for name in ENGINES}
 
 
 def test_the_same_upgrade_without_draining_drops_requests(fleet):
@@ -330,6 +347,25 @@ def test_the_same_upgrade_without_draining_drops_requests(fleet):
     print("undrained upgrade of one node:", got, "router metrics:", counted)
     assert got["failed"] > 0, got
     assert counted["failed"] > 0 and counted["routed"] == got["sent"], (counted, got)
+
+
+def test_a_key_the_router_does_not_take_is_refused_before_the_node_changes(fleet):
+    # A key change with draining on: the running router still holds the old key and answers the
+    # node's GET /workers with 401, so the node could not leave it before its restart.
+    name, other = ENGINES[0], "sk-router-lab-OTHER-key"
+    files = "md5sum /etc/systemd/system/sglang.service /etc/sglang/sglang.env; systemctl show -p MainPID --value sglang"
+    before = in_container(name, files)
+    run = converge(fleet, "-e", f"sglang_service_api_key={other}", "-e", f"sglang_rollout_hosts={name}")
+    assert run.returncode == 2, run.stdout[-20000:]
+    assert (f"sglang_service: the router at http://{address(ROUTER)}:30100 answered GET /workers with HTTP 401, so "
+            f"{name} cannot leave it before its server restarts. The router does not take the engines' "
+            "sglang_service_api_key: a key change is a run with -e sglang_service_router_drain=false") in run.stdout, \
+        run.stdout[-20000:]
+    assert "Check sglang_service_router_url. Nothing was changed." in run.stdout
+    assert KEY not in run.stdout + run.stderr and other not in run.stdout + run.stderr
+    # Nothing changed on the node: the same unit, secrets and server; the router still routes to it.
+    assert in_container(name, files) == before
+    assert (f"http://{address(name)}:30000", True) in workers_now()
 
 
 def test_a_router_release_the_wheelhouse_lacks_is_refused_and_the_router_keeps_serving(fleet):
