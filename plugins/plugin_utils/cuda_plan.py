@@ -148,7 +148,7 @@ def plan(probe, repo, inputs, files, contents, check_mode=False):
     rows = file_rows(files, contents, key)
     to_write = []
     for row in rows:
-        reason = managed.off(row, paths.get(row["path"], {"exists": False}))
+        reason = managed.off_in(row, paths)
         if reason:
             to_write.append(dict(row, reason=reason))
     packages = probe.get("packages") or {}

@@ -182,8 +182,7 @@ def plan(probe, inputs, files, contents, check_mode=False):
     to_write = []
     for row in rows:
         # The link's owner is the release's: the read takes the release's path too.
-        target = (paths.get(row["src"]) or {"exists": False}) if row.get("state") == "link" else None
-        reason = managed.off(row, paths.get(row["path"]) or {"exists": False}, target)
+        reason = managed.off_in(row, paths)
         needs = _PHASE_NEEDS.get(row.get("phase"))
         if reason and not (check_mode and needs and not probe.get(needs)):
             # Without its content, which may hold credentials (a source URL, a requirement's):

@@ -44,6 +44,13 @@ def in_force(files, contents, sources=None):
     return rows
 
 
+def off_in(row, paths):
+    """off() with the node's read of the row's path, and of a link row's target, looked up in
+    ``paths`` (a read keyed by path: the plans' reads take a link's target too)."""
+    target = paths.get(row["src"]) if row.get("state") == "link" and row.get("src") in paths else None
+    return off(row, paths.get(row["path"]) or {"exists": False}, target)
+
+
 def off(row, found, target=None):
     """Why the node's path differs from the row; '' when it does not. A link row's owner is
     judged on ``target``, the read of what the link points at, when the read took it:

@@ -298,10 +298,8 @@ def plan(read, state, decided, inputs, files, contents, check_mode=False):
     rows = managed.in_force(kept, contents, contents)
     to_write = []
     for row in rows:
-        found = paths.get(row["path"]) or {"exists": False}
         # The link's owner is the release's (the read takes the release's path too).
-        target = (paths.get(row["src"]) or {"exists": False}) if row["state"] == "link" else None
-        reason = managed.off(row, found, target)
+        reason = managed.off_in(row, paths)
         if reason:
             # Neither the content nor its checksum: the secrets file's would tell of its secrets.
             to_write.append(dict({key: value for key, value in row.items() if key not in ("content", "checksum")},
