@@ -112,6 +112,12 @@ _value:
       description: The alternatives to select, each with C(name) and C(link).
       type: list
       elements: dict
+    alternatives:
+      description: >-
+        Every alternative the toolkit packages register, each with C(name) and C(link), selected
+        or not (published as the fact C(cuda13_links)).
+      type: list
+      elements: dict
     nvcc:
       description: Whether nvcc through the toolkit link reports the wanted release.
       type: bool

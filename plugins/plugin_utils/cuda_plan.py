@@ -134,7 +134,9 @@ def plan(probe, repo, inputs, files, contents, check_mode=False):
     step acts on: ``files`` (the rows to write, create or remove), ``table`` (every row in force
     without its content: what a test tampers with), ``prerequisites``,
     ``toolkit`` (``installed``, ``judged``: whether apt can judge the install in a check),
-    ``previous`` (12.x packages to remove), ``links`` (alternatives to select), ``nvcc``
+    ``previous`` (12.x packages to remove), ``links`` (alternatives to select), ``alternatives``
+    (every alternative the toolkit packages register, with the link it sets: the fact
+    cuda13_links, which sglang_service switches back after a failed gate), ``nvcc``
     (whether the banner through the link is the wanted release) and ``cuda_moves`` (whether this
     run installs the toolkit or moves a link: the banner is read again after it)."""
     key = probe.get("key") or {}
@@ -225,6 +227,7 @@ def plan(probe, repo, inputs, files, contents, check_mode=False):
         "previous": previous,
         "apt_judged": not prerequisites,
         "links": links,
+        "alternatives": link_items,
         "nvcc": nvcc_ok,
         "cuda_moves": cuda_moves,
     })

@@ -149,6 +149,9 @@ def test_a_fresh_12_8_node_gets_every_step_and_both_links(tmp_path):
     # In a check on a node without the 13.0 tree the install is the change; no link is judged.
     check = plan(probe, repo, inputs(), table, CONTENTS, True)
     assert "links" not in check["step"] and check["links"] == []
+    # Every link the packages register, selected by this run or not: what sglang_service switches back.
+    links = [{"name": "cuda", "link": "/usr/local/cuda"}, {"name": "cuda-13", "link": "/usr/local/cuda-13"}]
+    assert got["alternatives"] == check["alternatives"] == links
     assert check["step"]["verify"] == "nvcc through /usr/local/cuda does not report release 13.0"
 
 
