@@ -95,6 +95,33 @@ def run_local_module(module: str, args: dict, *flags: str, interpreter: str | No
     return proc.returncode, report["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 
+_PIN = re.compile(r"^([A-Za-z0-9._-]+)(?:\[[^\]]*\])?==(\S+)$")
+
+
+def distribution(name: str) -> str:
+    """A distribution's name as pip compares it (PEP 503): PyYAML and pyyaml, a_b and a-b agree."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pinned(path: Path) -> dict[str, str]:
+    """name -> version of every `name==version` line of a requirements or constraints file;
+    any other requirement fails the calling test."""
+    found = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            match = _PIN.match(line)
+            assert match, f"{path.relative_to(ROOT)}: {line!r} is not pinned with =="
+            found[distribution(match[1])] = match[2]
+    return found
+
+
+def frozen(freeze_output: str) -> dict[str, str]:
+    """name -> version of what `pip freeze` printed."""
+    return {distribution(name): version for name, version in
+            (line.split("==", 1) for line in freeze_output.splitlines() if "==" in line)}
+
+
 LAB_SH = str(ROOT / "tools" / "lab" / "lab.sh")
 
 

@@ -53,24 +53,27 @@ fi
   exit 1
 }
 
-# make_venv DIR REQUIREMENTS: a venv of controller_python with REQUIREMENTS installed; one on an
-# older Python (a checkout from before 2.19's end of life) is made again.
+# make_venv DIR REQUIREMENTS [CONSTRAINTS]: a venv of controller_python with REQUIREMENTS
+# installed, every package at its CONSTRAINTS pin where given; one on an older Python (a checkout
+# from before 2.19's end of life) is made again, and one whose files changed is installed again.
 make_venv() {
-  local dir=$1 requirements=$2 stamp want
+  local dir=$1 requirements=$2 constraints=${3:-} stamp want
+  local pip=("$dir/bin/python" -m pip install -q --disable-pip-version-check)
   if [ -x "$dir/bin/python" ] && ! is_python312 "$dir/bin/python"; then
     rm -rf "$dir"
   fi
   [ -x "$dir/bin/python" ] || "$controller_python" -m venv "$dir"
   stamp=$dir/.requirements.sha256
-  want=$(sha256sum "$requirements" | cut -d' ' -f1)
+  want=$(cat "$requirements" ${constraints:+"$constraints"} | sha256sum | cut -d' ' -f1)
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    "$dir/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
-    "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements"
+    "${pip[@]}" --upgrade pip
+    "${pip[@]}" -r "$requirements" ${constraints:+-c "$constraints"}
     echo "$want" >"$stamp"
   fi
 }
-# The main venv: the newest supported ansible-core and every test and lab tool.
-make_venv "$venv" "$root/tools/requirements.txt"
+# The main venv: the newest supported ansible-core and every test and lab tool, each package at
+# the version tools/constraints.txt pins.
+make_venv "$venv" "$root/tools/requirements.txt" "$root/tools/constraints.txt"
 # The oldest supported ansible-core (meta/runtime.yml), ansible-core alone, as a user's
 # controller has it: sanity, the unit tests and the installed tarball's lab run use it.
 floor_venv=${BLACKWELL_VENV_FLOOR:-$root/.venv-core220}

@@ -9,7 +9,8 @@ the way AWX and ansible-navigator use one: every Ansible process runs inside the
   through `ansible-runner run --process-isolation` with that image, no ANSIBLE_* setting of the
   host's passed in: its output shows the image's ansible-core, ansible-playbook and Python, and
   every task from the image's installed collections; it converges the node (the unit is
-  active, /health answers 200 there). The installed collection's tools/drift-report, run in
+  active, /health answers 200 there). Every Python package the image shares with the test venv
+  is at the test venv's pin (tools/constraints.txt). The installed collection's tools/drift-report, run in
   the image, then exits 0 with the node `ok`.
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import CACHE, ROOT, VENV_BIN, ansible_env, lab_env, recap, running_lab
+from conftest import CACHE, ROOT, VENV_BIN, ansible_env, frozen, lab_env, pinned, recap, running_lab
 
 PREFIX = "ee"
 NODE = f"{PREFIX}-01"
@@ -166,6 +167,20 @@ def test_site_runs_with_the_images_ansible_core_python_and_collection(ee_lab):
                      if not p.startswith("/usr/share/ansible/collections/ansible_collections/"))
     assert outside == [], outside
     assert any(p.startswith(f"{INSTALLED}/roles/") for p in task_paths), sorted(task_paths)
+
+
+@pytest.mark.lab
+def test_the_images_packages_are_at_the_test_venvs_pins(ee_lab):
+    proc = subprocess.run(
+        ["podman", "run", "--rm", *CONTAINER_OPTIONS, ee_lab["image"], PYTHON, "-m", "pip", "freeze",
+         "--disable-pip-version-check"],
+        env=without_host_ansible(), capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    have, want = frozen(proc.stdout), pinned(ROOT / "tools" / "constraints.txt")
+    assert have["ansible-core"] == CORE_VERSION
+    assert {"ansible-runner", "cryptography", "jinja2", "pyyaml"} <= set(have) & set(want)
+    assert {name: (want[name], version) for name, version in have.items()
+            if name in want and want[name] != version} == {}
 
 
 @pytest.mark.lab

@@ -8,16 +8,19 @@
 # `ansible-galaxy collection build`, community.general as the `ansible` package in the test
 # venv bundles it (the copy the collection is tested with), and a wheelhouse of
 # tools/ee/wheels.txt downloaded with the venv's pip for the image's Python (Debian 13's 3.13,
-# x86_64), whatever the host runs. The build itself runs with no network: apt reads the lab's
-# mirror, pip the wheelhouse, ansible-galaxy installs offline.
+# x86_64), whatever the host runs, each package at the test venv's pin (tools/constraints.txt).
+# The build itself runs with no network: apt reads the lab's mirror, pip the wheelhouse,
+# ansible-galaxy installs offline.
 #
 # The tag is a hash of every input: the base image reference, the EE definition, this script,
-# the wheel list, the tarball's file checksums (FILES.json) and community.general's manifest.
-# An unchanged checkout reuses its image; any change to what the EE holds builds a new one.
+# the wheel list and the pins, the tarball's file checksums (FILES.json) and community.general's
+# manifest. An unchanged checkout reuses its image; any change to what the EE holds builds a
+# new one.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 venv=${BLACKWELL_VENV:-$root/.venv}
+constraints=$root/tools/constraints.txt
 cache=${BLACKWELL_CACHE:-$root/.cache}/ee
 name=localhost/blackwell-sglang-ee
 
@@ -62,7 +65,7 @@ done
 tag=$(
   {
     echo "$base"
-    cat "$root/execution-environment.yml" "$here/build.sh" "$here/wheels.txt"
+    cat "$root/execution-environment.yml" "$here/build.sh" "$here/wheels.txt" "$constraints"
     tar -xzf "$stage/collections/blackwell-sglang.tar.gz" -O MANIFEST.json FILES.json
     cat "$bundle/MANIFEST.json"
     "$venv/bin/ansible-builder" --version
@@ -75,7 +78,7 @@ if podman image exists "$image"; then
   exit 0
 fi
 
-wheels=$cache/wheels-$(sha256sum "$here/wheels.txt" | cut -c1-12)
+wheels=$cache/wheels-$(cat "$here/wheels.txt" "$constraints" | sha256sum | cut -c1-12)
 if [ ! -d "$wheels" ]; then
   log "downloading the wheelhouse (tools/ee/wheels.txt)"
   rm -rf "$wheels.new"
@@ -85,7 +88,7 @@ if [ ! -d "$wheels" ]; then
   done
   "$venv/bin/python" -m pip download -q --disable-pip-version-check --only-binary=:all: \
     --python-version 3.13 --implementation cp --abi cp313 --abi abi3 --abi none "${platforms[@]}" \
-    -d "$wheels.new" -r "$here/wheels.txt"
+    -d "$wheels.new" -r "$here/wheels.txt" -c "$constraints"
   mv "$wheels.new" "$wheels"
 fi
 
