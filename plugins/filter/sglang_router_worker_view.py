@@ -42,7 +42,8 @@ RETURN = r"""
 _value:
   description: >-
     C(read) (the router answered with its list), C(missing) (URLs), C(extra) (URL and id each),
-    C(unhealthy) (URLs), C(drift) and C(notes) (one line each).
+    C(healthy) and C(unhealthy) (URLs listed, by the router's health checks), C(drift) and
+    C(notes) (one line each).
   type: dict
 """
 

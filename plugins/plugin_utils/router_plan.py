@@ -92,9 +92,9 @@ def workers(hostvars, names, router_host, inventory_hosts):
         key = _text(found.get("sglang_service_api_key", ""))
         keys.add(_text(secret(key)))
     if not names:
-        problems.append("sglang_router: the router has no workers: the group sglang_router_workers_group names no "
-                        "host of the inventory. Put the engine nodes in that group (or name another group). Nothing "
-                        "was changed.")
+        problems.append("sglang_router: the router has no workers: sglang_router_workers (by default the hosts of "
+                        "the group sglang_router_workers_group) names no host of the inventory. Put the engine nodes "
+                        "in that group (or name another group). Nothing was changed.")
     if unknown:
         problems.append("sglang_router: sglang_router_workers names host(s) the inventory does not have: %s. Nothing "
                         "was changed." % ", ".join(unknown))
@@ -125,9 +125,11 @@ def release(inputs, worker_list, setting_problems=None):
     engine_key = _text(worker_list.get("key"))
     key = _text(inputs["api_key"]) or engine_key
     if "\n" in key or "\r" in key or "\x00" in key:
-        found.append("sglang_router: sglang_router_api_key holds a line break (one trailing line break is removed, "
-                     "nothing else is); it would add lines to the secrets file. Its value is not shown. Nothing was "
-                     "changed.")
+        # Named as the operator set it: the router's own key, else the workers' that it takes.
+        found.append("sglang_router: %s holds a line break (one trailing line break is removed, nothing else is); it "
+                     "would add lines to the secrets file. Its value is not shown. Nothing was changed."
+                     % ("sglang_router_api_key" if _text(inputs["api_key"]) else
+                        "the workers' sglang_service_api_key, which the router takes for its own,"))
     if key != engine_key:
         found.append("sglang_router: sglang_router_api_key differs from the workers' sglang_service_api_key; the "
                      "router sends the key its clients use to its workers too, so the two must be the same. Their "
@@ -167,14 +169,15 @@ def worker_view(expected, answer):
     ``expected`` is the worker list (``workers()``'s URLs); ``answer`` the router's
     ``GET /workers`` reply as the uri module returns it (``status``, ``json``). Returns ``read``
     (whether the router answered with its list), ``missing`` (expected, not listed), ``extra``
-    (listed, not expected: with their ids, which the admin API removes them by), ``unhealthy``
-    (expected and listed, not healthy), ``drift`` (one line per missing or extra worker, its
-    reason) and ``notes`` (one line per worker: its URL and the router's word for it)."""
+    (listed, not expected: with their ids, which the admin API removes them by), ``healthy``
+    and ``unhealthy`` (expected and listed, as the router judges their health), ``drift`` (one
+    line per missing or extra worker, its reason) and ``notes`` (one line per worker: its URL
+    and the router's word for it)."""
     answer = answer or {}
     listed = (answer.get("json") or {}).get("workers") if answer.get("status") == 200 else None
     if not isinstance(listed, list):
         reason = answer.get("msg") or "no answer"
-        return {"read": False, "missing": [], "extra": [], "unhealthy": [], "drift": [],
+        return {"read": False, "missing": [], "extra": [], "healthy": [], "unhealthy": [], "drift": [],
                 "notes": ["the router's worker list could not be read (status %s: %s)"
                           % (answer.get("status", -1), _text(reason)[:200])]}
     by_url = {}
@@ -185,6 +188,7 @@ def worker_view(expected, answer):
     missing = [url for url in expected if url not in by_url]
     extra = [{"url": url, "id": _text(worker.get("id") or "")} for url, worker in sorted(by_url.items())
              if url not in expected]
+    healthy = [url for url in expected if url in by_url and by_url[url].get("is_healthy")]
     unhealthy = [url for url in expected if url in by_url and not by_url[url].get("is_healthy")]
     drift = ["%s is not among the router's workers" % url for url in missing]
     drift += ["%s is among the router's workers, but no host of the group serves there" % item["url"] for item in extra]
@@ -193,5 +197,5 @@ def worker_view(expected, answer):
         notes.append("%s: %s" % (url, "removed (not among the router's workers)" if url in missing else
                                  "healthy" if url not in unhealthy else "unhealthy"))
     notes += ["%s: listed, not one of the group's workers" % item["url"] for item in extra]
-    return {"read": True, "missing": missing, "extra": extra, "unhealthy": unhealthy, "drift": drift,
-            "notes": notes}
+    return {"read": True, "missing": missing, "extra": extra, "healthy": healthy, "unhealthy": unhealthy,
+            "drift": drift, "notes": notes}

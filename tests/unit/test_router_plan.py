@@ -30,8 +30,9 @@ def test_a_router_on_an_engine_node_reaches_its_loopback_engine():
 
 def test_no_worker_an_unknown_worker_and_a_loopback_engine_elsewhere_are_refused_by_name():
     assert workers(ENGINES, [], "router", HOSTS)["problems"] == [
-        "sglang_router: the router has no workers: the group sglang_router_workers_group names no host of the "
-        "inventory. Put the engine nodes in that group (or name another group). Nothing was changed."]
+        "sglang_router: the router has no workers: sglang_router_workers (by default the hosts of the group "
+        "sglang_router_workers_group) names no host of the inventory. Put the engine nodes in that group (or name "
+        "another group). Nothing was changed."]
     hostvars = dict(ENGINES, node2=dict(ENGINES["node2"], sglang_service_host="127.0.0.1"))
     assert workers(hostvars, ["node1", "node2", "node9"], "router", HOSTS)["problems"] == [
         "sglang_router: sglang_router_workers names host(s) the inventory does not have: node9. Nothing was changed.",
@@ -117,10 +118,16 @@ def test_flags_the_role_does_not_spell_are_the_operators_and_a_key_keeps_one_lin
 def test_a_router_key_with_a_line_break_is_refused_without_its_value():
     hostvars = {name: dict(found, sglang_service_api_key="sk-SECRET\nX=1") for name, found in ENGINES.items()}
     got = release(INPUTS, workers(hostvars, ["node1"], "router", HOSTS))
+    # The router takes the workers' key: the message names the variable the operator set.
+    assert got["problems"] == [
+        "sglang_router: the workers' sglang_service_api_key, which the router takes for its own, holds a line break "
+        "(one trailing line break is removed, nothing else is); it would add lines to the secrets file. Its value is "
+        "not shown. Nothing was changed."]
+    assert "SECRET" not in " ".join(got["problems"] + got["args"])
+    got = release(dict(INPUTS, api_key="sk-SECRET\nX=1"), workers(hostvars, ["node1"], "router", HOSTS))
     assert got["problems"] == [
         "sglang_router: sglang_router_api_key holds a line break (one trailing line break is removed, nothing else "
         "is); it would add lines to the secrets file. Its value is not shown. Nothing was changed."]
-    assert "SECRET" not in " ".join(got["problems"] + got["args"])
 
 
 EXPECTED = ["http://10.0.0.1:30000", "http://10.0.0.2:30000", "http://10.0.0.3:30000"]
@@ -133,7 +140,8 @@ def _listed(*workers_):
 
 def test_the_router_holding_exactly_its_workers_is_no_drift_and_each_worker_is_noted():
     got = worker_view(EXPECTED, _listed((EXPECTED[0], True), (EXPECTED[1], False), (EXPECTED[2], True)))
-    assert got == {"read": True, "missing": [], "extra": [], "unhealthy": [EXPECTED[1]], "drift": [],
+    assert got == {"read": True, "missing": [], "extra": [], "healthy": [EXPECTED[0], EXPECTED[2]],
+                   "unhealthy": [EXPECTED[1]], "drift": [],
                    "notes": ["http://10.0.0.1:30000: healthy", "http://10.0.0.2:30000: unhealthy",
                              "http://10.0.0.3:30000: healthy"]}
 
@@ -141,6 +149,8 @@ def test_the_router_holding_exactly_its_workers_is_no_drift_and_each_worker_is_n
 def test_a_missing_and_a_stray_worker_are_drift_with_their_reasons():
     got = worker_view(EXPECTED, _listed((EXPECTED[0], True), (EXPECTED[2], True), ("http://10.0.0.9:30000", True)))
     assert got["missing"] == [EXPECTED[1]]
+    # A stray worker is no verdict on the health of the group's workers.
+    assert (got["healthy"], got["unhealthy"]) == ([EXPECTED[0], EXPECTED[2]], [])
     assert got["extra"] == [{"url": "http://10.0.0.9:30000", "id": "w2"}]
     assert got["drift"] == [
         "http://10.0.0.2:30000 is not among the router's workers",
@@ -160,5 +170,18 @@ def test_a_missing_and_a_stray_worker_are_drift_with_their_reasons():
     ({"status": 200, "json": {"detail": "no list"}}, "the router's worker list could not be read (status 200: no answer)"),
 ])
 def test_an_unreadable_list_is_no_verdict_on_any_worker(answer, note):
-    assert worker_view(EXPECTED, answer) == {"read": False, "missing": [], "extra": [], "unhealthy": [], "drift": [],
-                                             "notes": [note]}
+    assert worker_view(EXPECTED, answer) == {"read": False, "missing": [], "extra": [], "healthy": [], "unhealthy": [],
+                                             "drift": [], "notes": [note]}
+
+
+@pytest.mark.parametrize("listed, routed", [
+    ([("http://10.0.0.2:30000", True)], True),
+    # Listed, but the router's health checks found the engine down: it routed nothing there.
+    ([("http://10.0.0.2:30000", False)], False),
+    # Not listed (a node new to the fleet, or left out by an earlier run): nothing to drain.
+    ([("http://10.0.0.1:30000", True)], False),
+])
+def test_a_node_leaving_the_router_drains_only_where_the_router_routed_to_it(listed, routed):
+    """sglang_service's drain waits for requests in flight only where this view of the node
+    lists it as healthy (roles/sglang_service/tasks/router_out.yml)."""
+    assert (worker_view(["http://10.0.0.2:30000"], _listed(*listed))["healthy"] != []) is routed
