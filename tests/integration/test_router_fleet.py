@@ -20,6 +20,10 @@ the fixed reply "blackwell" after a delay, behind the real unit, on an address t
   count as many requests and no failed answer from an engine;
 - the same upgrade back on one node without draining drops requests, and the router's metrics
   count the failed answers;
+- a router found stopped is started and passes its health gate before its workers are read,
+  and every engine is back among them;
+- a node the router had dropped, its engine down, restarts without a wait for requests it
+  cannot hold, and goes back into the router after its gate;
 - a router release the wheelhouse does not hold fails the router's host with what pip said,
   leaves no venv, and the router serves on;
 - an engine removed alone (remove.yml limited to it) leaves the router before its server stops,
@@ -165,7 +169,7 @@ def test_the_fleet_converges_behind_its_router_and_a_second_converge_changes_not
         name: [] for name in [ROUTER] + ENGINES}
     # The router's view of each worker, beside each host's verdict.
     urls = {name: f"http://{address(name)}:30000" for name in ENGINES}
-    assert report["hosts"][ROUTER]["notes"]["router"] == [f"{urls[name]}: healthy" for name in ENGINES], report
+    assert report["hosts"][ROUTER]["notes"]["router_workers"] == [f"{urls[name]}: healthy" for name in ENGINES], report
     for name in ENGINES:
         assert report["hosts"][name]["notes"]["router"] == [
             f"{urls[name]}: healthy (the router at http://{address(ROUTER)}:30100)"], report["hosts"][name]
@@ -259,7 +263,7 @@ def test_a_worker_taken_out_and_a_stray_one_are_drift_and_a_converge_mends_both(
     assert [f["reason"] for f in report["hosts"][out]["drift"]] == [
         f"{urls[out]} is not among the router's workers ({router})"], report["hosts"][out]
     assert {name: report["hosts"][name]["drift"] for name in ENGINES[:2]} == {name: [] for name in ENGINES[:2]}
-    assert report["hosts"][ROUTER]["notes"]["router"] == [
+    assert report["hosts"][ROUTER]["notes"]["router_workers"] == [
         f"{urls[ENGINES[0]]}: healthy", f"{urls[ENGINES[1]]}: healthy",
         f"{urls[out]}: removed (not among the router's workers)",
         "http://127.0.0.1:31999: listed, not one of the group's workers"]
@@ -274,6 +278,60 @@ def test_a_worker_taken_out_and_a_stray_one_are_drift_and_a_converge_mends_both(
     assert workers_now() == sorted((url, True) for url in urls.values())
     code, report, output = drift_report(fleet["inventory"], PLAYBOOK, fleet["env"], fleet["work"] / "mended")
     assert code == 0, output
+
+
+def all_workers_healthy(seconds: int = 30) -> list:
+    """The router's workers once it lists every engine as healthy (it adds and checks them in the
+    background), or as they are after that many seconds."""
+    want = sorted((f"http://{address(name)}:30000", True) for name in ENGINES)
+    for _attempt in range(seconds):
+        now = workers_now()
+        if now == want:
+            break
+        time.sleep(1)
+    return now
+
+
+def test_a_stopped_router_is_started_behind_its_gate_before_its_workers_are_read(fleet):
+    # Stopped by hand (or by a signal its Restart=on-failure does not restart after), unit unchanged.
+    in_container(ROUTER, "systemctl stop sglang-router")
+    run = converge(fleet, "-e", "sglang_rollout_serial=100%")
+    assert run.returncode == 0, run.stdout[-20000:]
+    assert KEY not in run.stdout + run.stderr
+    # Started, then gated on /readiness before the worker list was read; it adds its
+    # --worker-urls itself, so the role puts none back.
+    changed = {name: count["changed"] for name, count in recap(run.stdout).items()}
+    assert changed == {ROUTER: 1, **{name: 0 for name in ENGINES}}, run.stdout[-20000:]
+    assert "RUNNING HANDLER [blackwell.sglang.sglang_router : Wait until the router is ready]" in run.stdout
+    assert in_container(ROUTER, "systemctl is-active sglang-router").strip() == "active"
+    assert all_workers_healthy() == sorted((f"http://{address(name)}:30000", True) for name in ENGINES)
+    assert through_router()[0] == 200
+
+
+def test_a_node_the_router_had_dropped_is_not_drained_before_its_restart(fleet):
+    # A node the router no longer lists, whose engine is down, with a restart to come (its unit
+    # changed by hand): the router sends it nothing, so there is nothing to wait for.
+    name = ENGINES[1]
+    url = f"http://{address(name)}:30000"
+    (entry,) = [w for w in json.loads(admin("GET", "/workers"))["workers"] if w["url"] == url]
+    admin("DELETE", f"/workers/{entry['id']}")
+    in_container(name, "systemctl stop sglang; echo '# changed by hand' >>/etc/systemd/system/sglang.service")
+    for _attempt in range(30):
+        if url not in [listed for listed, _healthy in workers_now()]:
+            break
+        time.sleep(1)
+    run = converge(fleet, "-e", f"sglang_rollout_hosts={name}")
+    assert run.returncode == 0, run.stdout[-20000:]
+    assert KEY not in run.stdout + run.stderr
+    # No wait on the engine's /v1/loads (it was down: every try would have failed for
+    # sglang_service_router_drain_timeout seconds), and no word of a drain on the report.
+    assert f"FAILED - RETRYING: [{name}]: Wait for the requests this node holds to finish" not in run.stdout, \
+        run.stdout[-20000:]
+    assert "drained, but" not in run.stdout
+    assert in_container(name, "systemctl is-active sglang").strip() == "active"
+    assert "changed by hand" not in in_container(name, "cat /etc/systemd/system/sglang.service")
+    # Back in the router after its health gate.
+    assert all_workers_healthy() == sorted((f"http://{address(e)}:30000", True) for e in ENGINES)
 
 
 def router_metrics() -> dict:
@@ -406,6 +464,8 @@ def test_a_removed_engine_leaves_the_router_first_and_the_router_goes_with_nothi
     assert in_container(ROUTER, "ls -d /etc/systemd/system/sglang-router.service /etc/sglang-router /opt/sglang-router "
                                 "/usr/local/lib/sglang-router 2>/dev/null; getent passwd sglang-router; "
                                 "getent group sglang-router; true") == ""
+    # systemd forgot the unit too (the role reloads it after removing the file).
+    assert in_container(ROUTER, "systemctl show -p LoadState --value sglang-router").strip() == "not-found"
     for name in ENGINES[:2]:
         assert in_container(name, "systemctl is-active sglang").strip() == "active", name
     again = removal(fleet, "-e", f"sglang_rollout_hosts={ROUTER}")
