@@ -16,6 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 CACHE = Path(os.environ.get("BLACKWELL_CACHE", ROOT / ".cache"))
+# The oldest supported ansible-core's venv (tools/bootstrap.sh, tools/requirements-core220.txt).
+FLOOR_VENV = Path(os.environ.get("BLACKWELL_VENV_FLOOR", ROOT / ".venv-core220"))
 
 
 MOLECULE_TESTS = "tests/test_molecule.py::"

@@ -8,15 +8,11 @@ The execution environment's image takes the same pins (tests/integration/test_ex
 """
 from __future__ import annotations
 
-import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, VENV_BIN, frozen, pinned
-
-FLOOR_VENV = Path(os.environ.get("BLACKWELL_VENV_FLOOR", ROOT / ".venv-core220"))
+from conftest import FLOOR_VENV, ROOT, VENV_BIN, frozen, pinned
 
 
 @pytest.mark.parametrize("bin_dir, pin_file", [

@@ -14,10 +14,9 @@ import re
 import subprocess
 from pathlib import Path
 
-from conftest import ROOT, ansible_env, run_sanity
+from conftest import FLOOR_VENV, ROOT, ansible_env, run_sanity
 
 FLOOR_VERSION = "2.20.10"
-FLOOR_VENV = Path(os.environ.get("BLACKWELL_VENV_FLOOR", ROOT / ".venv-core220"))
 
 
 def floor_bin() -> Path:
