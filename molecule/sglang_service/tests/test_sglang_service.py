@@ -142,6 +142,29 @@ def test_unit_limits_and_restart_policy(node):
     }
 
 
+# Waits until the engine on this node answers /health with 200 (the image has no curl).
+HEALTHY_AGAIN = ("python3 -c 'import time, urllib.request\n"
+                 "for _ in range(120):\n"
+                 "    try:\n"
+                 "        urllib.request.urlopen(\"http://127.0.0.1:30000/health\", timeout=2); break\n"
+                 "    except OSError: time.sleep(0.5)\n"
+                 "else: raise SystemExit(\"not healthy again\")'")
+
+
+def test_a_serving_engine_restarted_stops_by_its_own_exit_not_a_timeout(node):
+    """The unit as written for hosts (KillMode=mixed, TimeoutStopSec=120) stops the serving
+    stand-in with SIGTERM and systemd sees the unit's processes gone: its journal says
+    "Deactivated successfully", never that the stop timed out or that processes outlived the
+    final SIGKILL (what cost every lab restart its 120 s)."""
+    host = node[1]
+    since = host.check_output("date +%s").strip()
+    host.check_output("sleep 1 && systemctl restart sglang.service")
+    journal = host.check_output("journalctl -u sglang.service --since @%s -o cat --no-pager", since)
+    assert "sglang.service: Deactivated successfully." in journal, journal
+    for sign in ("timed out", "Processes still around", "Failed with result"):
+        assert sign not in journal, journal
+    host.check_output(HEALTHY_AGAIN)
+
 def test_secrets_only_in_the_environment_file(node):
     host = node[1]
     unit = host.file(UNIT).content_string

@@ -20,6 +20,7 @@ in a spawned child.
 import dataclasses
 import logging
 import multiprocessing
+import multiprocessing.resource_tracker
 import time
 
 LOGGER = "sglang.srt.entrypoints.engine"
@@ -70,3 +71,13 @@ def log_startup(argv):
     )
     child.start()
     return child
+
+
+def stop(child):
+    """Ends the spawned child and multiprocessing's resource tracker (started with the child, it
+    otherwise outlives this process by a moment) and waits for both, so that the process group
+    is empty when the main process exits."""
+    child.terminate()
+    child.join(10)
+    # No public call stops the tracker; _stop() closes its pipe and reaps it (3.8 to 3.13).
+    multiprocessing.resource_tracker._resource_tracker._stop()  # pylint: disable=protected-access

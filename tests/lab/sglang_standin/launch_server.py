@@ -20,7 +20,10 @@ Once healthy it also answers ``/generate`` and ``/v1/chat/completions`` (with th
 launcher handed it, when there is one) with the fixed reply "blackwell" after reply_delay seconds,
 and the calls SGLang's router makes on a worker (/get_server_info, /get_model_info, /get_load
 with the requests in flight), and /v1/loads?include=core as SGLang 0.5.8 to 0.5.23 do. A SIGTERM
-drops the requests in flight, as a stopping engine does.
+drops the requests in flight, as a stopping engine does, and the stand-in ends its spawned child
+and multiprocessing's resource tracker before it exits, so that nothing of it is left for
+systemd's final SIGKILL: in the lab's containers (cgroup v1 hybrid) systemd does not see a cgroup
+emptied by that SIGKILL and waited out TimeoutStopSec (120 s) on every stop.
 
 Started with --enable-metrics it answers ``/metrics`` with a few Prometheus text series named as
 SGLang names its own (requests running and waiting, requests served), without asking for the
@@ -113,7 +116,7 @@ def main():
         print("sglang stand-in: refuses %s (config)" % what, file=sys.stderr)
         sys.exit(1)
 
-    engine_logging.log_startup(argv)
+    scheduler = engine_logging.log_startup(argv)
     healthy_recorded = threading.Event()
     key = _option(argv, "--api-key", "")
     model = _option(argv, "--served-model-name", "") or _option(argv, "--model-path", "")
@@ -215,6 +218,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     print("sglang stand-in: serving on %s:%s (mode %s)" % (server.server_address + (mode,)), flush=True)
     server.serve_forever()
+    engine_logging.stop(scheduler)
 
 
 if __name__ == "__main__":
