@@ -21,34 +21,84 @@ FLOOR_VENV = Path(os.environ.get("BLACKWELL_VENV_FLOOR", ROOT / ".venv-core220")
 
 
 MOLECULE_TESTS = "tests/test_molecule.py::"
-# The longest units start first, so that none of them starts last: pytest collects in directory
-# order whatever testpaths says, so the order is set here.
-FIRST = ("tests/integration/test_drift_fleet.py::", MOLECULE_TESTS)
+# What each unit of the run (a test file, or one molecule scenario) took in the last full run on
+# the 2-core machine, in seconds: tests/costs.json, written by `tools/test.sh --costs
+# tests/costs.json`. Units run longest first; a unit it does not know counts as a short one.
+COSTS_FILE = ROOT / "tests" / "costs.json"
+UNKNOWN_COST = 5.0
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit a test belongs to: its molecule scenario (each has containers and state of its
+    own), else its file (a lab test file shares one lab between its tests)."""
+    return nodeid if nodeid.startswith(MOLECULE_TESTS) else nodeid.split("::", 1)[0]
+
+
+def _load_costs() -> dict[str, float]:
+    try:
+        return {unit: float(cost) for unit, cost in json.loads(COSTS_FILE.read_text(encoding="utf-8")).items()}
+    except FileNotFoundError:
+        return {}
+
+
+COSTS = _load_costs()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--costs", metavar="PATH", default=None,
+                     help="write each unit's measured seconds (setup, call and teardown of its tests) "
+                          "to PATH as JSON, the form of tests/costs.json")
 
 
 def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: next((i for i, prefix in enumerate(FIRST) if item.nodeid.startswith(prefix)),
-                                     len(FIRST)))
+    # Stable: a unit's tests keep their order; pytest collects in directory order whatever
+    # testpaths says, so the order of the units is set here.
+    items.sort(key=lambda item: -COSTS.get(unit_of(item.nodeid), UNKNOWN_COST))
+
+
+_measured: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    # On the controller this sees every worker's reports: setup, call and teardown each count.
+    _measured[unit_of(report.nodeid)] = _measured.get(unit_of(report.nodeid), 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    path = session.config.getoption("--costs", None)
+    if path and _measured and not hasattr(session.config, "workerinput"):
+        Path(path).write_text(json.dumps({unit: round(cost, 1) for unit, cost in sorted(_measured.items())},
+                                         indent=1) + "\n", encoding="utf-8")
 
 
 # Optional: a pytest without xdist (the ansible-core 2.21 venv runs tests/unit so) has no such hook.
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """tools/test.sh runs each test file whole on one process (--dist loadfile), except the
-    molecule scenarios: each has containers and state of its own, so each is a unit of its own,
-    and the scenarios run side by side instead of one after another on one process (that chain
-    was the whole run's length). Units start in the order collected (FIRST above), not largest
-    file first: the longest labs must not start last."""
+    """tools/test.sh runs each unit (unit_of) whole on one process, longest first. A worker runs
+    a test only once it holds the next one, so it always has one unit queued behind the one it
+    runs: that unit is the shortest left while what it runs still has long to go, so that a long
+    unit is never queued behind another on one worker while a second worker runs out of work."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling  # pylint: disable=import-outside-toplevel
 
-    class ScenarioScheduling(LoadFileScheduling):
+    class CostScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return nodeid if nodeid.startswith(MOLECULE_TESTS) else super()._split_scope(nodeid)
+            return unit_of(nodeid)
+
+        def _left(self, node) -> float:
+            """Seconds the units assigned to node still need, by their share of tests not done."""
+            return sum(COSTS.get(unit, UNKNOWN_COST) * sum(not done for done in tests.values()) / len(tests)
+                       for unit, tests in self.assigned_work.get(node, {}).items())
+
+        def _assign_work_unit(self, node) -> None:
+            if self._left(node) > 2 * UNKNOWN_COST and len(self.workqueue) > 1:
+                # Move the shortest unit to the front, where the parent's pop takes it.
+                self.workqueue.move_to_end(next(reversed(self.workqueue)), last=False)
+            super()._assign_work_unit(node)
 
     config.option.loadscopereorder = False
-    return ScenarioScheduling(config, log)
+    return CostScheduling(config, log)
 
 
 def _collections_path() -> str:

@@ -7,10 +7,8 @@ import pytest
 
 from conftest import ROOT, VENV_BIN, ansible_env
 
-# Longest first: tools/test.sh runs each scenario as a unit of its own, in this order.
-LONGEST = ("rollout", "sglang_patch", "cuda13", "sglang_service")
-SCENARIOS = sorted((p.parent.name for p in (ROOT / "molecule").glob("*/molecule.yml")),
-                   key=lambda name: (LONGEST.index(name) if name in LONGEST else len(LONGEST), name))
+# tools/test.sh runs each scenario as a unit of its own, the longest first (tests/costs.json).
+SCENARIOS = sorted(p.parent.name for p in (ROOT / "molecule").glob("*/molecule.yml"))
 
 
 @pytest.fixture(scope="session")

@@ -121,7 +121,7 @@ control() { # dir package version arch depends description
 
 build() { # dir
   find "$1" -path "$1/DEBIAN" -prune -o -type d -exec chmod 0755 {} +
-  dpkg-deb --root-owner-group -Zxz -z1 --build "$1" "$pool" >/dev/null
+  dpkg-deb --root-owner-group -Znone --build "$1" "$pool" >/dev/null
 }
 
 alternatives_scripts() { # dir version major priority
@@ -197,7 +197,7 @@ for dist in $distros; do
   control "$d" cuda-keyring 1.1-1 all "" "GPG keyring and sources list of the lab's CUDA repository"
   echo "/etc/apt/sources.list.d/cuda-$dist-$arch.list" >"$d/DEBIAN/conffiles"
   find "$d" -path "$d/DEBIAN" -prune -o -type d -exec chmod 0755 {} +
-  dpkg-deb --root-owner-group -Zxz -z1 --build "$d" "$dir" >/dev/null
+  dpkg-deb --root-owner-group -Znone --build "$d" "$dir" >/dev/null
 
   (
     cd "$dir"

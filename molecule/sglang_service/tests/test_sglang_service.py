@@ -165,6 +165,7 @@ def test_a_serving_engine_restarted_stops_by_its_own_exit_not_a_timeout(node):
         assert sign not in journal, journal
     host.check_output(HEALTHY_AGAIN)
 
+
 def test_secrets_only_in_the_environment_file(node):
     host = node[1]
     unit = host.file(UNIT).content_string
