@@ -15,6 +15,7 @@ import pytest
 
 from ansible_collections.blackwell.sglang.plugins.action import node_lock as action
 from ansible_collections.blackwell.sglang.plugins.module_utils import node_lock
+from conftest import ROOT
 
 
 def holder(owner: str) -> dict:
@@ -281,3 +282,22 @@ def test_a_lock_file_of_another_owner_mode_or_type_is_refused(tmp_path):
     os.unlink(path)
     os.mkfifo(path, 0o600)
     assert_refused(path, refusal(path, "file", "it is not a regular file"))
+
+
+HOLD = {"path": "{{ sglang_rollout_lock_path | default('/run/lock/blackwell-sglang/node.lock') }}",
+        "timeout": "{{ sglang_rollout_lock_timeout | default(600) }}",
+        "take_over": "{{ sglang_rollout_lock_break | default('') }}"}
+
+
+@pytest.mark.parametrize("playbook", ["node.yml", "router.yml", "remove.yml"])
+def test_every_play_that_changes_a_node_holds_it_until_its_handlers_have_run(playbook):
+    """The engines' converge and removal, and the router's (a router host may be an engine node):
+    each play takes the lock in pre_tasks, before any role, and releases it last, in post_tasks."""
+    import yaml  # pylint: disable=import-outside-toplevel
+
+    plays = yaml.safe_load((ROOT / "playbooks" / playbook).read_text())
+    for play in plays:
+        holds = [t["blackwell.sglang.node_lock"] for t in play["pre_tasks"] if "blackwell.sglang.node_lock" in t]
+        assert holds == [HOLD], play["name"]
+        assert play["post_tasks"][-1]["blackwell.sglang.node_lock"] == {"path": HOLD["path"], "state": "absent"}
+        assert "always" in play["pre_tasks"][-1]["tags"] and "always" in play["post_tasks"][-1]["tags"]
