@@ -12,15 +12,22 @@ module: node_lock
 short_description: Hold a node for one converge at a time
 version_added: 0.1.0
 description:
-  - Takes or releases the node's converge lock, a root-only file (by default under C(/run/lock/),
-    so a reboot frees it) whose content names the run that holds it. A second run waits up to
-    O(timeout) seconds for the holder to release it, then fails naming the holder.
+  - Takes or releases the node's converge lock, a file whose content names the run that holds
+    it. A second run waits up to O(timeout) seconds for the holder to release it, then fails
+    naming the holder.
+  - The file lives in a directory only root can write (by default C(/run/lock/blackwell-sglang/),
+    so a reboot frees it), created owned by root with mode C(0700) when missing; a directory that
+    is a link, is not root's or has another mode, and a lock file that is a link, not a regular
+    file, not root's or not mode C(0600), are refused, naming the path.
   - Every change to the file is made under C(flock(2)), so two runs never both hold the node,
     and releasing removes the file.
-  - The action plugin of the same name gives the run's identity (the controller, the PID and
-    start time of its C(ansible-playbook)) and takes over a lock whose run has ended on the same
-    controller (killed, or failed before it released); playbooks call it, not this module
-    directly.
+  - The action plugin of the same name gives the run's identity, the owner string
+    C(HOST:PID:BOOT/PIDNS/START) (the controller's host name, its kernel's boot id, its PID
+    namespace, and the PID and start time of its C(ansible-playbook)). It takes over a lock
+    whose run is known to have ended, one of the same host, boot and PID namespace whose
+    process is gone (killed, or failed before it released), with a warning. Any other holder
+    is waited for, then refused, unless O(take_over) names its owner. Playbooks call the
+    action, not this module directly.
   - The lock is bookkeeping, so it never reports changed.
 author:
   - blackwell.sglang maintainers (@blackwell-sglang)
@@ -29,7 +36,7 @@ options:
     description:
       - The lock file.
     type: path
-    default: /run/lock/blackwell-sglang.lock
+    default: /run/lock/blackwell-sglang/node.lock
   state:
     description:
       - C(present) takes the lock, C(absent) releases it (only if O(holder) holds it).
@@ -46,9 +53,12 @@ options:
       - Seconds to wait for another run's lock to be released.
     type: int
     default: 0
-  steal:
+  take_over:
     description:
-      - The owner of a lock to take over when it still holds the node (a run known to have ended).
+      - The exact owner string of the one lock to take over although its run is not known to have
+        ended (another controller's, or this controller's before a reboot), for a run the
+        operator knows is gone. A lock of any other owner is waited for as usual. The takeover
+        is warned about.
     type: str
     default: ""
 attributes:
@@ -64,6 +74,11 @@ EXAMPLES = r"""
 - name: Hold the node for this converge
   blackwell.sglang.node_lock:
     timeout: 600
+
+- name: Take over the lock of a run whose controller was lost
+  blackwell.sglang.node_lock:
+    timeout: 600
+    take_over: "ci-runner:4242:0b6c3f51-1c2e-4a53-9c61-0d9f6f1f3e21/4026531836/81234"
 """
 
 RETURN = r"""
@@ -81,8 +96,6 @@ waited:
   type: float
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils import node_lock
 
@@ -90,11 +103,11 @@ from ansible_collections.blackwell.sglang.plugins.module_utils import node_lock
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            path=dict(type="path", default="/run/lock/blackwell-sglang.lock"),
+            path=dict(type="path", default=node_lock.DEFAULT_PATH),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             holder=dict(type="dict", required=True),
             timeout=dict(type="int", default=0),
-            steal=dict(type="str", default=""),
+            take_over=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
@@ -104,18 +117,19 @@ def main():
         module.fail_json(msg="node_lock: holder.owner is empty; it identifies the run")
     if module.params["timeout"] < 0:
         module.fail_json(msg="node_lock: timeout must be 0 or more seconds, not %d" % module.params["timeout"])
-    if not os.path.isdir(os.path.dirname(path)):
-        module.fail_json(msg="node_lock: %s does not exist on this node" % os.path.dirname(path))
-    if module.params["state"] == "absent":
-        if module.check_mode:
-            current = node_lock.read(path)
-            module.exit_json(changed=False, held=bool(current and current.get("owner") == owner),
-                             holder=current or {}, waited=0.0)
-        released, current = node_lock.release(path, owner)
-        module.exit_json(changed=False, held=released, holder=current or {}, waited=0.0)
-    held, current, waited = node_lock.acquire(path, dict(holder, owner=owner), module.params["timeout"],
-                                              steal=module.params["steal"], check_mode=module.check_mode)
-    module.exit_json(changed=False, held=held, holder=current or {}, waited=round(waited, 1))
+    try:
+        if module.params["state"] == "absent":
+            if module.check_mode:
+                current = node_lock.read(path)
+                module.exit_json(changed=False, held=bool(current and current.get("owner") == owner),
+                                 holder=current or {}, waited=0.0)
+            released, current = node_lock.release(path, owner)
+            module.exit_json(changed=False, held=released, holder=current or {}, waited=0.0)
+        held, current, waited = node_lock.acquire(path, dict(holder, owner=owner), module.params["timeout"],
+                                                  steal=module.params["take_over"], check_mode=module.check_mode)
+        module.exit_json(changed=False, held=held, holder=current or {}, waited=round(waited, 1))
+    except node_lock.Refused as exc:
+        module.fail_json(msg=str(exc))
 
 
 if __name__ == "__main__":

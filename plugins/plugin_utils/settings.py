@@ -144,6 +144,7 @@ TABLE = {
     # playbooks/node.yml: the node's converge lock.
     "sglang_rollout_lock_path": "path",
     "sglang_rollout_lock_timeout": "int:0",
+    "sglang_rollout_lock_break": "line",
     # sglang_model: the model's names and the hub mirror.
     "sglang_model_repo_id": "line",
     "sglang_model_revision": "line",

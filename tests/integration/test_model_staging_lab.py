@@ -219,7 +219,7 @@ def test_a_hub_download_keeps_the_token_off_every_command_line_log_and_file(lab,
     assert leaks.split() == []
 
 
-LOCK = "/run/lock/blackwell-sglang.lock"
+LOCK = "/run/lock/blackwell-sglang/node.lock"
 
 
 def start_site(lab, *args: str) -> subprocess.Popen:
@@ -261,15 +261,18 @@ def test_two_converges_of_one_node_never_overlap(lab):
     # Only ansible-playbook itself: its SSH connection masters, shared with the second run, go on.
     os.kill(first.pid, signal.SIGSTOP)
     try:
-        assert in_container(NODE, f"stat -c '%U %a' {LOCK}").split() == ["root", "600"]
+        assert in_container(NODE, f"stat -c '%U %a %F' {LOCK} {os.path.dirname(LOCK)}").split() == [
+            "root", "600", "regular", "file", "root", "700", "directory"]
         second = finish_site(start_site(lab, "-e", "sglang_rollout_lock_timeout=2"), expect_rc=2)
     finally:
         os.kill(first.pid, signal.SIGCONT)
     failed = [(name, r["msg"]) for name, r in second if r.get("failed")]
     assert failed == [("Hold the node for this converge", (
         f"another converge holds this node: ansible-playbook (PID {first.pid}) on {holder['controller']} as "
-        f"{holder['user']}, since {holder['since']} (lock {LOCK}). Waited 2 s. Run again when it has finished; "
-        f"if that run is gone without releasing the lock (its controller lost), remove {LOCK} on the node and run again."))]
+        f"{holder['user']}, since {holder['since']} (lock {LOCK}). Waited 2 s. Run again when it has finished; it is "
+        "not known to have ended: its ansible-playbook process is still running here. If it is gone without releasing "
+        f"the lock, run again with sglang_rollout_lock_break={holder['owner']} (the task's take_over) to take over "
+        "this lock and no other."))]
     assert not [name for name, _r in second if name.startswith("blackwell.sglang.")]
     finish_site(first, expect_rc=0)
     assert in_container(NODE, f"test -e {LOCK} && echo held || echo free").strip() == "free"

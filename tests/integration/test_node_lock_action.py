@@ -1,13 +1,16 @@
 """The node_lock action and module through ansible-playbook on localhost, with runs that really
 overlap: a run holds the lock while a second one waits and is refused naming it; a run killed
 while it holds the lock leaves it to the next run of this controller, which takes it over; a
-lock of another controller's run is never taken over; check mode writes nothing."""
+lock of another controller's run, or of a controller of this name in another boot, is taken over
+only when take_over names its owner; a lock file not made by root is refused; check mode writes
+nothing."""
 from __future__ import annotations
 
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -19,8 +22,10 @@ from conftest import VENV_BIN, ansible_env
 pytestmark = pytest.mark.slow
 
 
-def playbook(tmp_path: Path, name: str, lock: Path, timeout: int, hold_until: Path | None = None) -> Path:
-    tasks = [{"name": "Hold the node", "blackwell.sglang.node_lock": {"path": str(lock), "timeout": timeout}},
+def playbook(tmp_path: Path, name: str, lock: Path, timeout: int, hold_until: Path | None = None,
+             take_over: str = "") -> Path:
+    hold = {"path": str(lock), "timeout": timeout, "take_over": take_over}
+    tasks = [{"name": "Hold the node", "blackwell.sglang.node_lock": hold},
              {"name": "Show the lock", "ansible.builtin.slurp": {"src": str(lock)}, "register": "held"}]
     if hold_until:
         tasks.append({"name": "Work while holding it", "ansible.builtin.wait_for": {"path": str(hold_until), "timeout": 120}})
@@ -48,6 +53,18 @@ def finish(proc: subprocess.Popen, expect_rc: int):
     return tasks, err
 
 
+def lock_in(tmp_path: Path) -> Path:
+    """The lock in a directory the lock creates, root's and 0700, as /run/lock/blackwell-sglang."""
+    return tmp_path / "blackwell-sglang" / "node.lock"
+
+
+def left_by(lock: Path, holder: dict):
+    """A lock file as a run elsewhere left it: root's, 0600, in the root-only directory."""
+    lock.parent.mkdir(mode=0o700, exist_ok=True)
+    lock.write_text(json.dumps(holder))
+    lock.chmod(0o600)
+
+
 def wait_for_holder(lock: Path) -> dict:
     for _attempt in range(600):
         if lock.exists() and lock.read_text().strip():
@@ -57,7 +74,7 @@ def wait_for_holder(lock: Path) -> dict:
 
 
 def test_a_second_run_waits_then_is_refused_naming_the_first(tmp_path):
-    lock, go = tmp_path / "node.lock", tmp_path / "go"
+    lock, go = lock_in(tmp_path), tmp_path / "go"
     first = start(playbook(tmp_path, "first", lock, 0, hold_until=go))
     holder = wait_for_holder(lock)
     assert holder["pid"] == first.pid
@@ -67,8 +84,10 @@ def test_a_second_run_waits_then_is_refused_naming_the_first(tmp_path):
     failed = [(name, res["msg"]) for name, res in tasks if res.get("failed")]
     assert failed == [("Hold the node", (
         f"another converge holds this node: ansible-playbook (PID {first.pid}) on {holder['controller']} as "
-        f"{holder['user']}, since {holder['since']} (lock {lock}). Waited 3 s. Run again when it has finished; "
-        f"if that run is gone without releasing the lock (its controller lost), remove {lock} on the node and run again."))]
+        f"{holder['user']}, since {holder['since']} (lock {lock}). Waited 3 s. Run again when it has finished; it is "
+        "not known to have ended: its ansible-playbook process is still running here. If it is gone without releasing "
+        f"the lock, run again with sglang_rollout_lock_break={holder['owner']} (the task's take_over) to take over "
+        "this lock and no other."))]
     assert json.loads(lock.read_text()) == holder
     go.touch()
     tasks, _err = finish(first, expect_rc=0)
@@ -77,7 +96,7 @@ def test_a_second_run_waits_then_is_refused_naming_the_first(tmp_path):
 
 
 def test_a_waiting_run_takes_the_lock_once_the_holder_releases_it(tmp_path):
-    lock, go = tmp_path / "node.lock", tmp_path / "go"
+    lock, go = lock_in(tmp_path), tmp_path / "go"
     first = start(playbook(tmp_path, "first", lock, 0, hold_until=go))
     wait_for_holder(lock)
     # The second run's own output says when it reaches the lock; only then is the first let go.
@@ -104,7 +123,7 @@ def test_a_waiting_run_takes_the_lock_once_the_holder_releases_it(tmp_path):
 
 
 def test_a_killed_run_leaves_the_lock_to_the_next_run_of_this_controller(tmp_path):
-    lock, never = tmp_path / "node.lock", tmp_path / "never"
+    lock, never = lock_in(tmp_path), tmp_path / "never"
     killed = start(playbook(tmp_path, "killed", lock, 0, hold_until=never))
     left = wait_for_holder(lock)
     os.killpg(killed.pid, signal.SIGKILL)
@@ -113,7 +132,8 @@ def test_a_killed_run_leaves_the_lock_to_the_next_run_of_this_controller(tmp_pat
     assert json.loads(lock.read_text()) == left
     would = dict(check_tasks)["Hold the node"]
     assert (would["took_over"], would["msg"]) == (left, (
-        f"would take over the converge lock {lock} left by a run that has ended: ansible-playbook (PID {killed.pid})"
+        f"would take over the converge lock {lock} left by a run that has ended (its ansible-playbook process is"
+        f" gone): ansible-playbook (PID {killed.pid})"
         f" on {left['controller']} as {left['user']}, since {left['since']}"))
     tasks, _err = finish(start(playbook(tmp_path, "next", lock, 0)), expect_rc=0)
     taken = dict(tasks)["Hold the node"]
@@ -121,12 +141,53 @@ def test_a_killed_run_leaves_the_lock_to_the_next_run_of_this_controller(tmp_pat
     assert not lock.exists()
 
 
-def test_another_controllers_lock_is_never_taken_over(tmp_path):
-    lock = tmp_path / "node.lock"
-    other = {"owner": "elsewhere:4242:boot/1", "controller": "elsewhere", "pid": 4242, "user": "ci",
-             "since": "2026-12-03T09:00:00Z"}
-    lock.write_text(json.dumps(other))
+def refused(lock: Path, other: dict, why: str, timeout: int = 1) -> str:
+    return (f"another converge holds this node: ansible-playbook (PID {other['pid']}) on {other['controller']} as ci, "
+            f"since 2026-12-03T09:00:00Z (lock {lock}). Waited {timeout} s. Run again when it has finished; it is not "
+            f"known to have ended: {why}. If it is gone without releasing the lock, run again with "
+            f"sglang_rollout_lock_break={other['owner']} (the task's take_over) to take over this lock and no other.")
+
+
+def test_another_controllers_lock_is_taken_over_only_when_take_over_names_it(tmp_path):
+    lock = lock_in(tmp_path)
+    other = {"owner": "elsewhere:4242:0b6c3f51-1c2e-4a53-9c61-0d9f6f1f3e21/4026531836/1", "controller": "elsewhere",
+             "pid": 4242, "user": "ci", "since": "2026-12-03T09:00:00Z"}
+    left_by(lock, other)
     tasks, _err = finish(start(playbook(tmp_path, "here", lock, 1)), expect_rc=2)
-    assert dict(tasks)["Hold the node"]["msg"].startswith(
-        "another converge holds this node: ansible-playbook (PID 4242) on elsewhere as ci, since 2026-12-03T09:00:00Z")
+    assert dict(tasks)["Hold the node"]["msg"] == refused(lock, other, "it ran on another controller, elsewhere")
     assert json.loads(lock.read_text()) == other
+    # take_over naming another run leaves this one alone.
+    tasks, _err = finish(start(playbook(tmp_path, "wrong", lock, 0, take_over=other["owner"] + "0")), expect_rc=2)
+    assert dict(tasks)["Hold the node"]["msg"] == refused(
+        lock, other, f"it ran on another controller, elsewhere (take_over names {other['owner']}0, another run)", 0)
+    assert json.loads(lock.read_text()) == other
+    tasks, _err = finish(start(playbook(tmp_path, "named", lock, 0, take_over=other["owner"])), expect_rc=0)
+    taken = dict(tasks)["Hold the node"]
+    assert (taken["took_over"], taken["msg"]) == (other, (
+        f"took over the converge lock {lock} named by take_over (it ran on another controller, elsewhere): "
+        "ansible-playbook (PID 4242) on elsewhere as ci, since 2026-12-03T09:00:00Z"))
+    assert not lock.exists()
+
+
+def test_a_lock_of_this_controllers_name_in_another_boot_is_not_taken_over(tmp_path):
+    """A CI runner, a container or an AWX pod of the same name, or this machine before a reboot:
+    whether its PID still runs cannot be seen from here."""
+    lock, host = lock_in(tmp_path), socket.gethostname()
+    other = {"owner": f"{host}:1:7d1e2a90-5b3c-4f6e-8a2d-3c4b5a6d7e8f/4026531836/1", "controller": host, "pid": 1,
+             "user": "ci", "since": "2026-12-03T09:00:00Z"}
+    left_by(lock, other)
+    tasks, _err = finish(start(playbook(tmp_path, "here", lock, 1)), expect_rc=2)
+    assert dict(tasks)["Hold the node"]["msg"] == refused(
+        lock, other, f"it ran on a controller named {host} in another boot, or on another machine of that name")
+    assert json.loads(lock.read_text()) == other
+
+
+def test_a_lock_file_root_did_not_make_is_refused(tmp_path):
+    lock = lock_in(tmp_path)
+    left_by(lock, {"owner": "elsewhere:1:x/1/1"})
+    os.chown(lock, 1000, 1000)
+    tasks, _err = finish(start(playbook(tmp_path, "here", lock, 0)), expect_rc=2)
+    assert dict(tasks)["Hold the node"]["msg"] == (
+        f"node_lock: refusing the lock file {lock}: it is owned by uid 1000, not root. It must be a regular file owned "
+        "by root with mode 0600, which the lock creates; remove it and run again.")
+    assert json.loads(lock.read_text()) == {"owner": "elsewhere:1:x/1/1"}
