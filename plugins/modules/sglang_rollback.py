@@ -21,10 +21,23 @@ description:
     (left by a run that did not finish) is kept as it is and reported with RV(kept); the node
     goes back to what it served before that run, not to the half-switched state it has now.
   - O(state=restored) puts back what differs from the record (each file, then the link, one
-    C(rename(2)) each) and leaves the record, which O(state=absent) then removes.
+    C(rename(2)) each) and leaves the record, which O(state=absent) then removes. It refuses,
+    changing nothing, when the release the record points back to is gone (no C(bin/python) in
+    it). Files in O(keep_current) are never put back or removed, so a rollback keeps the current
+    secrets.
   - O(state=absent) removes the record, after the service passed its health gate, or after a
     rollback. In check mode it reports a record left on the node as a change, without removing it.
-  - The record is built beside its final path and renamed into place, so it is complete or absent.
+  - The record is built beside its final path and renamed into place, and removed by renaming it
+    aside first, so its path holds a complete record or nothing. Where a run is killed, and what
+    the next run does. During a save, a half-built C(<path>.new) is left, never read; the next save
+    or removal deletes it. After the save, before the switch, the complete record describes the
+    node as it still is; the next save keeps it with a warning and a restore finds nothing to put
+    back. During a restore, each file and the link is either the old or the new one, and the
+    record stays; the next restore puts back what still differs. During a removal, the record is
+    already renamed to C(<path>.discarded-<pid>-<ns>); the next save or removal deletes it. A
+    record directory without its C(record.json), or without a copy it names (left by a release
+    of this collection that removed records in place), is incomplete; every state clears it with a
+    warning instead of failing, and nothing is ever restored from it.
 author:
   - blackwell.sglang maintainers (@blackwell-sglang)
 options:
@@ -51,6 +64,15 @@ options:
     type: list
     elements: path
     default: []
+  keep_current:
+    description:
+      - Those of O(files) that hold secrets (the service's secrets file). With O(state=saved) the
+        record notes whether each exists but keeps no copy; O(state=restored) never puts them back
+        nor removes them, whatever the record holds, so a failed key rotation does not bring a
+        revoked key back, and a secrets file made by the rollout stays.
+    type: list
+    elements: path
+    default: []
 attributes:
   check_mode:
     support: full
@@ -59,8 +81,8 @@ attributes:
     support: none
     description: The record holds the secrets file; it is never shown.
 notes:
-  - The copies include the service's secrets file; the directory and its files are root's, mode
-    0700 and 0600, and the module's result never holds a file's content.
+  - The copies include any secrets file not in O(keep_current); the directory and its files are
+    root's, mode 0700 and 0600, and the module's result never holds a file's content.
 """
 
 EXAMPLES = r"""
@@ -69,10 +91,12 @@ EXAMPLES = r"""
     state: saved
     link: /opt/sglang/current
     files: [/etc/systemd/system/sglang.service, /etc/sglang/sglang.env]
+    keep_current: [/etc/sglang/sglang.env]
 
 - name: Go back to it after a failed health gate
   blackwell.sglang.sglang_rollback:
     state: restored
+    keep_current: [/etc/sglang/sglang.env]
 """
 
 RETURN = r"""
@@ -110,31 +134,44 @@ def main():
             path=dict(type="path", default=rollback_record.DEFAULT_PATH),
             link=dict(type="path"),
             files=dict(type="list", elements="path", default=[]),
+            keep_current=dict(type="list", elements="path", default=[]),
         ),
         required_if=[("state", "saved", ["link"])],
         supports_check_mode=True,
     )
-    path, state = module.params["path"], module.params["state"]
+    path, state, keep = module.params["path"], module.params["state"], module.params["keep_current"]
     try:
-        record = rollback_record.read(path)
+        try:
+            record, cleared = rollback_record.read(path), False
+        except rollback_record.IncompleteRecord as exc:
+            # Never restored from: it cannot describe the node as it was, so clearing it is safe.
+            record, cleared = None, True
+            if not module.check_mode:
+                rollback_record.discard(path)
+            module.warn("sglang_rollback: %s; it %s, and this run goes on as if there were no record"
+                        % (exc, "would be cleared" if module.check_mode else "was cleared"))
         if state == "saved":
             kept = record is not None
             if not kept:
                 if module.check_mode:
-                    record = rollback_record.plan_record(module.params["link"], module.params["files"])
+                    record = rollback_record.plan_record(module.params["link"], module.params["files"], secrets=keep)
                 else:
-                    record, kept = rollback_record.save(path, module.params["link"], module.params["files"])
+                    record, kept = rollback_record.save(path, module.params["link"], module.params["files"],
+                                                        secrets=keep)
             if kept:
                 module.warn("sglang_rollback: %s holds the rollback record of a rollout that did not finish "
                             "(saved %s, serving %s): it stays the point to roll back to until the service "
                             "passes its health gate" % (path, record.get("saved"), record.get("release") or "no release"))
             module.exit_json(changed=not kept, kept=kept, record=rollback_record.summary(record), restored=_NOTHING, msg="")
         if state == "restored":
-            plan = rollback_record.restore_plan(record) if record is not None else _NOTHING
+            plan = rollback_record.restore_plan(record, keep) if record is not None else _NOTHING
             changed = any(plan[key] for key in ("release", "files", "remove"))
-            if changed and not module.check_mode:
+            if module.check_mode:
+                rollback_record.check_release(plan)
+            elif changed:
                 rollback_record.restore(path, record, plan)
-            module.exit_json(changed=changed, kept=False, record=rollback_record.summary(record), restored=plan, msg="")
+            module.exit_json(changed=changed or cleared, kept=False, record=rollback_record.summary(record),
+                             restored=plan, msg="")
         # A half-built record (a run that died while saving) goes too, quietly: it never held the node.
         if not module.check_mode:
             rollback_record.discard(path)
@@ -143,7 +180,7 @@ def main():
         if msg and module.check_mode:
             msg = ("a rollout that did not finish left its rollback record %s (saved %s, back to %s)"
                    % (path, record.get("saved"), record.get("release") or "no release"))
-        module.exit_json(changed=record is not None, kept=False, record=rollback_record.summary(record),
+        module.exit_json(changed=record is not None or cleared, kept=False, record=rollback_record.summary(record),
                          restored=_NOTHING, msg=msg)
     except (rollback_record.RecordError, OSError) as exc:
         module.fail_json(msg="sglang_rollback: %s" % exc)

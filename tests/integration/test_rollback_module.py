@@ -29,8 +29,9 @@ def tree(path) -> dict:
 
 @pytest.fixture
 def node(tmp_path):
-    (tmp_path / "releases" / "old").mkdir(parents=True)
-    (tmp_path / "releases" / "new").mkdir()
+    for name in ("old", "new"):
+        (tmp_path / "releases" / name / "bin").mkdir(parents=True)
+        (tmp_path / "releases" / name / "bin" / "python").write_text("")
     (tmp_path / "current").symlink_to(tmp_path / "releases" / "old")
     (tmp_path / "unit").write_text("old unit\n")
     return {"root": tmp_path, "record": str(tmp_path / "state" / "rollback"),
@@ -92,3 +93,47 @@ def test_a_record_not_written_by_this_collection_is_refused_by_name(node):
     assert res["msg"].startswith(f"sglang_rollback: the rollback record {node['record']}/record.json is not JSON: ")
     assert run_module({"state": "saved", "path": node["record"]})[1]["msg"] == \
         "state is saved but all of the following are missing: link"
+
+
+def test_a_half_removed_record_is_cleared_with_a_warning_not_failed_on(node):
+    assert run_module(node["save"])[1]["changed"] is True
+    os.unlink(os.path.join(node["record"], "record.json"))
+    before = tree(node["root"])
+    warning = (f"sglang_rollback: {node['record']} is a rollback record without its record.json (a run was killed "
+               "while removing it); it {} cleared, and this run goes on as if there were no record")
+    rc, res = run_module({"state": "restored", "path": node["record"]}, "--check")
+    assert (rc, res["changed"], res["warnings"]) == (0, True, [warning.format("would be")]), res
+    assert tree(node["root"]) == before
+    rc, res = run_module({"state": "restored", "path": node["record"]})
+    assert (rc, res["changed"], res["restored"], res["warnings"]) == (
+        0, True, {"release": "", "files": [], "remove": []}, [warning.format("was")]), res
+    assert not os.path.lexists(node["record"]) and os.listdir(node["root"] / "state") == []
+    assert os.readlink(node["root"] / "current") == str(node["root"] / "releases" / "old")
+
+
+def test_a_restore_to_a_release_that_is_gone_fails_by_name_and_changes_nothing(node):
+    assert run_module(node["save"])[1]["changed"] is True
+    switch(node)
+    gone = node["root"] / "releases" / "old"
+    (gone / "bin" / "python").unlink()
+    before = tree(node["root"])
+    for flags in (("--check",), ()):
+        rc, res = run_module({"state": "restored", "path": node["record"]}, *flags)
+        assert rc == 2, res
+        assert res["msg"] == (f"sglang_rollback: the release {gone} that the rollback record points back to is gone "
+                              f"(no {gone}/bin/python): nothing was put back, the node is left as it is")
+        assert tree(node["root"]) == before
+
+
+def test_keep_current_files_are_noted_not_copied_and_never_put_back(node):
+    secrets = node["root"] / "secrets.env"
+    secrets.write_text("KEY=old\n")
+    args = dict(node["save"], files=node["save"]["files"] + [str(secrets)], keep_current=[str(secrets)])
+    rc, res = run_module(args)
+    assert (rc, res["record"]["files"]) == (0, [str(node["root"] / "unit"), str(secrets)]), res
+    assert len(os.listdir(os.path.join(node["record"], "files"))) == 1
+    switch(node)
+    secrets.write_text("KEY=rotated\n")
+    rc, res = run_module({"state": "restored", "path": node["record"]})
+    assert res["restored"]["files"] == [str(node["root"] / "unit")], res
+    assert secrets.read_text() == "KEY=rotated\n"

@@ -17,7 +17,8 @@ def node(tmp_path):
     """A node's layout in a temporary directory: two releases, the link on the first, a unit and
     a secrets file; the TP record does not exist yet."""
     for name in ("0.5.8", "0.5.23"):
-        (tmp_path / "releases" / name).mkdir(parents=True)
+        (tmp_path / "releases" / name / "bin").mkdir(parents=True)
+        (tmp_path / "releases" / name / "bin" / "python").write_text("")
     link = tmp_path / "current"
     link.symlink_to(tmp_path / "releases" / "0.5.8")
     (tmp_path / "sglang.service").write_text("ExecStart=old\n")
@@ -122,9 +123,127 @@ def test_a_record_this_collection_did_not_write_is_refused_by_name(node):
         handle.write('{"format": 7}')
     with pytest.raises(rollback_record.RecordError, match="record.json is not one this collection wrote"):
         rollback_record.read(node["record"])
+    # Without its record.json the directory is what a killed in-place removal left: a save does
+    # not write over it (the module clears it with a warning first).
     os.unlink(os.path.join(node["record"], "record.json"))
-    with pytest.raises(rollback_record.RecordError, match="cannot read the rollback record"):
+    with pytest.raises(rollback_record.IncompleteRecord, match="without its record.json"):
         rollback_record.save(node["record"], node["link"], node["files"])
+
+
+def siblings(node):
+    """What lies beside the record: half-built and discarded ones a killed run left."""
+    parent = os.path.dirname(node["record"])
+    return sorted(name for name in os.listdir(parent) if name != "rollback") if os.path.isdir(parent) else []
+
+
+def test_crash_during_save_leaves_a_half_built_record_that_is_never_read_and_is_deleted(node):
+    os.makedirs(node["record"] + ".new/files")
+    with open(node["record"] + ".new/record.json", "w") as handle:
+        handle.write('{"format": 1, "fi')
+    assert rollback_record.read(node["record"]) is None
+    record, kept = rollback_record.save(node["record"], node["link"], node["files"])
+    assert kept is False and rollback_record.read(node["record"]) == record and siblings(node) == []
+
+
+def test_crash_after_save_before_the_switch_keeps_a_record_with_nothing_to_put_back(node):
+    record, _kept = rollback_record.save(node["record"], node["link"], node["files"], now=0)
+    again, kept = rollback_record.save(node["record"], node["link"], node["files"], now=100)
+    assert (again, kept) == (record, True)
+    assert rollback_record.restore_plan(record) == {"release": "", "files": [], "remove": []}
+
+
+def test_crash_during_restore_leaves_the_record_and_the_next_restore_finishes(node):
+    record, _kept = rollback_record.save(node["record"], node["link"], node["files"])
+    switch(node)
+    plan = rollback_record.restore_plan(record)
+    # Killed after the first file went back: the rest still differs, the record is whole.
+    rollback_record.restore(node["record"], record, dict(plan, files=plan["files"][:1], remove=[], release=""))
+    assert rollback_record.read(node["record"]) == record
+    assert rollback_record.restore_plan(record) == dict(plan, files=plan["files"][1:])
+    rollback_record.restore(node["record"], record, rollback_record.restore_plan(record))
+    assert rollback_record.restore_plan(record) == {"release": "", "files": [], "remove": []}
+
+
+def test_crash_during_discard_leaves_no_part_of_the_record_at_its_path(node, monkeypatch):
+    rollback_record.save(node["record"], node["link"], node["files"])
+
+    def killed(path, *args, **kwargs):
+        os.unlink(os.path.join(path, "record.json"))
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(rollback_record.shutil, "rmtree", killed)
+        with pytest.raises(KeyboardInterrupt):
+            rollback_record.discard(node["record"])
+    assert not os.path.lexists(node["record"]) and rollback_record.read(node["record"]) is None
+    leftover = siblings(node)
+    assert len(leftover) == 1 and leftover[0].startswith("rollback.discarded-%d-" % os.getpid())
+    record, kept = rollback_record.save(node["record"], node["link"], node["files"])
+    assert kept is False and siblings(node) == []
+    os.makedirs(node["record"] + ".discarded-1-2/files")
+    assert rollback_record.discard(node["record"]) is True
+    assert siblings(node) == [] and not os.path.lexists(node["record"])
+
+
+def test_a_record_removed_in_place_half_way_is_incomplete_by_name(node):
+    """What discard did before it renamed: a run killed inside its rmtree left the directory."""
+    record, _kept = rollback_record.save(node["record"], node["link"], node["files"])
+    os.unlink(os.path.join(node["record"], record["files"][0]["copy"]))
+    with pytest.raises(rollback_record.IncompleteRecord) as missing_copy:
+        rollback_record.read(node["record"])
+    assert str(missing_copy.value) == (
+        "%s is a rollback record without its copies files/0 (a run was killed while removing it)" % node["record"])
+    os.unlink(os.path.join(node["record"], "record.json"))
+    with pytest.raises(rollback_record.IncompleteRecord) as missing_manifest:
+        rollback_record.read(node["record"])
+    assert str(missing_manifest.value) == (
+        "%s is a rollback record without its record.json (a run was killed while removing it)" % node["record"])
+    assert rollback_record.discard(node["record"]) is True
+    assert rollback_record.read(node["record"]) is None and siblings(node) == []
+
+
+def test_a_restore_refuses_a_release_that_is_gone_and_changes_nothing(node):
+    record, _kept = rollback_record.save(node["record"], node["link"], node["files"])
+    switch(node)
+    gone = node["root"] / "releases" / "0.5.8"
+    (gone / "bin" / "python").unlink()
+    (gone / "bin").rmdir()
+    gone.rmdir()
+    before = {name: (node["root"] / name).read_text() for name in ("sglang.service", "sglang.env", "tp-size")}
+    with pytest.raises(rollback_record.RecordError) as refused:
+        rollback_record.restore(node["record"], record, rollback_record.restore_plan(record))
+    assert str(refused.value) == (
+        "the release %s that the rollback record points back to is gone (no %s/bin/python): nothing was put back, "
+        "the node is left as it is" % (gone, gone))
+    assert {name: (node["root"] / name).read_text() for name in before} == before
+    assert os.readlink(node["link"]) == str(node["root"] / "releases" / "0.5.23")
+
+
+def test_a_secret_is_noted_not_copied_and_a_restore_keeps_the_current_one(node):
+    secrets = node["files"][1:2]
+    record, _kept = rollback_record.save(node["record"], node["link"], node["files"], secrets=secrets)
+    assert record["files"][1] == {"path": secrets[0], "exists": True, "secret": True}
+    assert sorted(os.listdir(os.path.join(node["record"], "files"))) == ["0"]
+    switch(node)
+    rollback_record.restore(node["record"], record, rollback_record.restore_plan(record))
+    assert (node["root"] / "sglang.env").read_text() == "SGLANG_API_KEY=new\n"
+    assert (node["root"] / "sglang.service").read_text() == "ExecStart=old\n"
+
+
+def test_a_secret_that_did_not_exist_stays_and_an_old_records_copy_is_not_put_back(node):
+    os.unlink(node["files"][1])
+    record, _kept = rollback_record.save(node["record"], node["link"], node["files"], secrets=node["files"][1:2])
+    switch(node)
+    assert node["files"][1] not in rollback_record.restore_plan(record)["remove"]
+    # A record written before secrets were marked holds a copy: keep_current leaves it there.
+    (node["root"] / "sglang.env").write_text("SGLANG_API_KEY=old\n")
+    rollback_record.discard(node["record"])
+    old, _kept = rollback_record.save(node["record"], node["link"], node["files"])
+    (node["root"] / "sglang.env").write_text("SGLANG_API_KEY=rotated\n")
+    plan = rollback_record.restore_plan(old, keep_current=node["files"][1:2])
+    assert node["files"][1] not in plan["files"] + plan["remove"]
+    rollback_record.restore(node["record"], old, plan)
+    assert (node["root"] / "sglang.env").read_text() == "SGLANG_API_KEY=rotated\n"
 
 
 def test_a_relative_link_resolves_beside_the_link(tmp_path):
