@@ -287,7 +287,7 @@ def test_gpus_that_cannot_all_reduce_stop_the_restart_and_put_the_unit_back(node
     assert ("('Fail the host when its GPUs cannot all-reduce' failed; sglang.service was not restarted, and "
             "the link and files were put back as the rollback record kept them)"
             in " ".join((proc.stdout + proc.stderr).split()))
-    assert ("TASK [blackwell.sglang.sglang_service : Put back the release, unit, secrets file, launcher and TP record "
+    assert ("TASK [blackwell.sglang.sglang_service : Put back the release, unit, launcher and TP record "
             "the node served with]") in proc.stdout
     assert host.run("test -e /var/lib/blackwell-sglang/rollback").rc == 1
     assert host.check_output("systemctl show -p MainPID --value sglang.service") == pid
