@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, VENV_BIN, ansible_env, copy_as_collection
+from conftest import COSTS_FILE, ROOT, VENV_BIN, ansible_env, copy_as_collection
 
 AUTHOR = "blackwell.sglang maintainers (@blackwell-sglang)"
 ROLES = sorted(p.parent.parent.name for p in (ROOT / "roles").glob("*/meta/argument_specs.yml"))
@@ -157,6 +158,25 @@ def test_readme_gaps_name_a_role_and_a_plugin_left_out():
         "roles/sglang_model/README.md: no link to it",
         "plugins/filter/pcie_findings.py: no `ansible-doc -t filter blackwell.sglang.pcie_findings`",
     ]
+
+
+# Units of the test run that docs/testing.md lists with their seconds from tests/costs.json.
+COSTS_SECTION = "## What each unit takes"
+LISTED_FROM = 20
+
+
+def cost_rows(text: str) -> dict:
+    """unit -> seconds, from the table under COSTS_SECTION."""
+    section = text.split(COSTS_SECTION, 1)[1].split("\n## ", 1)[0]
+    return {m[1]: int(m[2].replace(",", "")) for m in re.finditer(r"^\| `([^`]+)` \| ([\d,]+) \|$", section, re.M)}
+
+
+def test_testing_page_lists_each_long_units_measured_seconds():
+    """docs/testing.md shows what tests/costs.json (the order of the run) holds for every unit of
+    LISTED_FROM seconds or more, so the page says what the run last measured."""
+    costs = json.loads(COSTS_FILE.read_text(encoding="utf-8"))
+    assert cost_rows((ROOT / "docs" / "testing.md").read_text(encoding="utf-8")) == {
+        unit: round(cost) for unit, cost in costs.items() if cost >= LISTED_FROM}
 
 
 # --- antsibull-changelog ------------------------------------------------------------------------
