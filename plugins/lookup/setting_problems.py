@@ -18,11 +18,13 @@ description:
     where each setting lands (the secrets file, the systemd unit and the launch arguments in it,
     apt sources, pip requirement, constraint and source files, profile.d, ld.so.conf.d) and
     returns one message per wrong setting, naming the setting and what is wrong.
-  - Every value is refused if it holds a line break, a carriage return or a NUL byte; each
-    format adds what it forbids (environment variable names, account names, absolute paths
-    without whitespace, URLs without whitespace, requirement lines that are pip options, whole
-    numbers within bounds, the launch flags the role spells itself in
-    C(sglang_service_extra_args)).
+  - Every option of every role has a row, and every value is refused if it holds a line break, a
+    carriage return or a NUL byte; each format adds what it forbids (booleans, the words of a
+    choice, whole numbers between a lower and an upper bound, release numbers and digests,
+    environment variable names and the names that carry secrets or change which code loads,
+    account names, absolute paths without whitespace or systemd specifiers, URLs parsed,
+    listen addresses, requirement lines that are pip options, the launch flags the role spells
+    itself and C(--config) in C(sglang_service_extra_args)).
   - A secret (C(sglang_service_api_key), C(sglang_service_hf_token)) loses one trailing line
     break before it is judged, as the role writes it (filter P(blackwell.sglang.secret_line#filter)); a
     message never holds a secret's value.

@@ -24,14 +24,12 @@ import re
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import secret, truthy
 
 _LOOPBACK = re.compile(r"^127\.")
-_POLICIES = ("cache_aware", "round_robin", "random", "power_of_two")
 # What the role spells itself: given again in the extra arguments, the router's parser would keep
 # the later one.
 _OWNED = ("--api-key", "--worker-urls", "--host", "--port", "--policy", "--prometheus-host", "--prometheus-port",
           "--request-timeout-secs", "--shutdown-grace-period-secs")
 # Flags whose value is a secret (0.3.2): never in argv.
 _SECRETS = ("--control-plane-api-keys", "--oracle-password")
-_VERSION = re.compile(r"^[0-9]+(\.[0-9]+)*([a-z]+[0-9]+)?(\.post[0-9]+)?$")
 
 
 def _text(value):
@@ -114,14 +112,8 @@ def release(inputs, worker_list, setting_problems=None):
     """The router's launch arguments (one argv word each; the key is never among them) and the
     problems of its settings, the worker list's included."""
     found = list(setting_problems or []) + list(worker_list.get("problems") or [])
-    version = _text(inputs["version"])
-    if not _VERSION.match(version):
-        found.append("sglang_router: sglang_router_version '%s' is not a release number (for example 0.3.2); the "
-                     "router is installed pinned. Nothing was changed." % version)
-    policy = _text(inputs["policy"])
-    if policy not in _POLICIES:
-        found.append("sglang_router: sglang_router_policy '%s' is not one of %s. Nothing was changed."
-                     % (policy, ", ".join(_POLICIES)))
+    # The version's format and the policy's words are the settings table's (settings.TABLE), judged
+    # with every other router setting before this plan (roles/sglang_router/tasks/validate.yml).
     engine_key = _text(worker_list.get("key"))
     key = _text(inputs["api_key"]) or engine_key
     if "\n" in key or "\r" in key or "\x00" in key:
@@ -139,7 +131,7 @@ def release(inputs, worker_list, setting_problems=None):
                      "could use the fleet's GPUs. Set sglang_router_api_key, listen on loopback, or set "
                      "sglang_router_allow_unauthenticated: true if only trusted clients can reach it. Nothing was "
                      "changed." % (inputs["host"], inputs["port"]))
-    args = ["--host", _text(inputs["host"]), "--port", _text(inputs["port"]), "--policy", policy,
+    args = ["--host", _text(inputs["host"]), "--port", _text(inputs["port"]), "--policy", _text(inputs["policy"]),
             "--prometheus-host", _text(inputs["metrics_host"]), "--prometheus-port", _text(inputs["metrics_port"]),
             "--request-timeout-secs", _text(inputs["request_timeout"]),
             "--shutdown-grace-period-secs", _text(inputs["shutdown_grace"])]

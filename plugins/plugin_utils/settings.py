@@ -16,7 +16,9 @@ and the unit tests call it directly. A setting added to a template is one row he
 """
 from __future__ import annotations
 
+import ipaddress
 import re
+from urllib.parse import urlsplit
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sandbox
 
@@ -61,102 +63,255 @@ EAGLE3_FLAGS = {
     "--speculative-num-draft-tokens": "sglang_service_eagle3_num_draft_tokens",
 }
 
-# Formats: what each kind of place forbids beyond line breaks and NUL.
+# Formats: what each kind of value must be. Every line-breaking character is refused in every
+# format but multiline; each format adds its own rules.
 #   secret       a value of the root-only secrets file (double-quoted); one trailing line break
 #                is removed first (see secret())
 #   line         one value on one line of a unit, a requirement or a sources file (quoted where
 #                the format quotes)
 #   lines        a list of such values, one line or argv word each
-#   env          a mapping of environment variable names to values (unit Environment= lines)
+#   multiline    text that is a file of its own (a key, a lock): no NUL byte, at most 1 MiB
+#   env          a mapping of environment variable names to values (unit Environment= lines):
+#                no name that carries a secret into the world-readable unit or is the role's own,
+#                and no name that changes what code loads unless allowed by name
+#                (sglang_service_environment_allowed)
 #   engine_env   env, whose Hugging Face paths (sandbox.PATH_VARIABLES) are absolute
 #   nccl_env     env of NCCL_ variables only (sglang_service_nccl_environment: the engine's and
 #                the smoke test's)
-#   path         an absolute path, written unquoted into a unit or a sources file
+#   env_names    a list of environment variable names
+#   path         an absolute path, written unquoted into a unit or a sources file: no
+#                whitespace, no '%' (systemd reads it as a specifier); empty means unset
+#   paths        a list of such paths
 #   shell_path   an absolute path written unquoted into a shell script (profile.d)
-#   url          a URL in a whitespace-separated field (deb822 URIs, pip's index lists)
+#   url          a URL in a whitespace-separated field (deb822 URIs, pip's index lists): parsed;
+#                http, https or file, a host for http(s), no whitespace; empty means unset
 #   urls         a list of such URLs
+#   links        a list of such URLs or absolute paths (pip's and uv's find-links)
 #   base_url     empty, or http(s)://host[:port] with no path: an address others append a path
 #                to (SGLang's router: /workers)
+#   host         an address to listen on: an IP address or a host name
 #   requirement  a list of requirement or constraint lines: none may be a pip option
 #   account      a user or group name
-#   launch_args  sglang_service_extra_args: argv words; none of the flags the role spells
+#   debs         a list of Debian package names, each optionally =version
+#   launch_args  sglang_service_extra_args: argv words; none of the flags the role spells, and
+#                no --config (SGLang's config file would set what the role judged)
 #   writable_paths  sglang_service_writable_paths: lines, none at or inside a path the engine
 #                may only read (blackwell.sglang.engine_sandbox)
-#   int:MIN      a whole number not below MIN; int:MIN:MAX within both bounds
-#   context      not judged itself: read by another row's judgement
+#   bool         true or false, as Ansible's bool filter reads them (yes/no, on/off, 1/0 too)
+#   choice:A|B   one of the words given
+#   match:NAME   a value PATTERNS[NAME] matches in full; match:NAME? also takes empty
+#   matches:NAME a list of such values
+#   int:MIN:MAX  a whole number within both bounds; opt_int:MIN:MAX also takes none (unset)
+#   ints:MIN:MAX a list of such numbers
+#   mapping      a mapping (a fact or a module's report the role reads, never written as text)
 TABLE = {
-    # sglang_service: the secrets file, the unit, the launcher's arguments.
+    # sglang_service: the secrets file, the unit, the launcher's arguments, the gate.
+    "sglang_service_state": "choice:present|absent",
     "sglang_service_api_key": "secret",
     "sglang_service_hf_token": "secret",
     "sglang_service_model_path": "line",
     "sglang_service_served_model_name": "line",
     "sglang_service_eagle3_draft_model_path": "line",
     "sglang_service_extra_args": "launch_args",
-    "sglang_service_eagle3_enabled": "context",
+    "sglang_service_eagle3_enabled": "bool",
+    "sglang_service_environment_allowed": "env_names",
     "sglang_service_environment": "engine_env",
     "sglang_service_nccl_smoke_environment": "env",
     "sglang_service_nccl_environment": "nccl_env",
-    "sglang_service_host": "line",
+    "sglang_service_host": "host",
     "sglang_service_venv": "path",
-    "sglang_service_release_path": "line",
+    "sglang_service_release_path": "path",
     "sglang_service_cuda_home": "path",
+    "sglang_service_cuda_toolkit": "path",
     "sglang_service_env_file": "path",
     "sglang_service_writable_paths": "writable_paths",
     "sglang_service_user_home": "path",
-    "sglang_service_engine_downloads": "context",
+    "sglang_service_engine_downloads": "bool",
     "sglang_service_user": "account",
     "sglang_service_group": "account",
-    "sglang_service_limit_stack": "line",
+    "sglang_service_limit_stack": "match:limit",
     "sglang_service_port": "int:1:65535",
+    "sglang_service_allow_unauthenticated": "bool",
+    "sglang_service_tp_size": "opt_int:1:64",
+    "sglang_service_tp_size_fallback": "int:1:64",
+    "sglang_service_gpu": "mapping",
+    "sglang_service_torch_symm_mem_enabled": "bool",
+    "sglang_service_flashinfer_fusion_enabled": "bool",
+    "sglang_service_metrics_enabled": "bool",
+    "sglang_service_pcie_ipc_allreduce": "choice:auto|always|never",
+    "sglang_service_pcie_ipc_max_numel": "opt_int:1:1099511627776",
+    "sglang_service_crash_policy": "choice:strict|warn|force",
+    "sglang_service_secure_logging": "bool",
+    "sglang_service_enabled": "bool",
     "sglang_service_router_url": "base_url",
-    "sglang_service_health_delay": "int:1",
-    "sglang_service_health_timeout": "int:1",
-    "sglang_service_nccl_smoke_timeout": "int:1",
-    "sglang_service_restart_sec": "int:0",
-    "sglang_service_start_limit_interval_sec": "int:0",
-    "sglang_service_start_limit_burst": "int:1",
-    "sglang_service_timeout_stop_sec": "int:1",
-    "sglang_service_limit_nofile": "int:1",
-    "sglang_service_eagle3_num_steps": "int:1",
-    "sglang_service_eagle3_topk": "int:1",
-    "sglang_service_eagle3_num_draft_tokens": "int:1",
-    # sglang_install: requirement, constraint and pip/uv source files, the account.
-    "sglang_install_version": "line",
+    "sglang_service_router_drain": "bool",
+    "sglang_service_router_drain_timeout": "int:1:3600",
+    "sglang_service_health_delay": "int:1:600",
+    "sglang_service_health_timeout": "int:1:86400",
+    "sglang_service_health_generate_enabled": "bool",
+    "sglang_service_nccl_smoke": "choice:auto|always|never",
+    "sglang_service_nccl_smoke_timeout": "int:1:3600",
+    "sglang_service_nccl_smoke_sizes_kib": "ints:1:4194304",
+    "sglang_service_nccl_smoke_check_mode": "bool",
+    "sglang_service_nccl_version_policy": "choice:warn|fail|ignore",
+    "sglang_service_restart_requested": "bool",
+    "sglang_service_restart_sec": "int:0:3600",
+    "sglang_service_start_limit_interval_sec": "int:0:86400",
+    "sglang_service_start_limit_burst": "int:1:1000",
+    "sglang_service_timeout_stop_sec": "int:1:86400",
+    "sglang_service_limit_nofile": "int:1:1073741816",
+    "sglang_service_eagle3_num_steps": "int:1:64",
+    "sglang_service_eagle3_topk": "int:1:64",
+    "sglang_service_eagle3_num_draft_tokens": "int:1:1024",
+    # sglang_install: requirement, constraint and pip/uv source files, the account, the releases.
+    "sglang_install_state": "choice:present|absent",
+    "sglang_install_version": "match:release",
     "sglang_install_extras": "lines",
     "sglang_install_extra_packages": "requirement",
     "sglang_install_constraints": "requirement",
+    "sglang_install_requirements_lock": "multiline",
     "sglang_install_index_url": "url",
     "sglang_install_extra_index_urls": "urls",
-    "sglang_install_find_links": "urls",
+    "sglang_install_find_links": "links",
+    "sglang_install_no_index": "bool",
+    "sglang_install_no_deps": "bool",
     "sglang_install_user": "account",
     "sglang_install_group": "account",
     "sglang_install_user_home": "path",
     "sglang_install_releases_dir": "path",
     "sglang_install_venv": "path",
-    # cuda13: the deb822 sources file, profile.d, ld.so.conf.d.
+    "sglang_install_activate": "bool",
+    "sglang_install_keep_releases": "int:1:20",
+    "sglang_install_python": "path",
+    "sglang_install_packages": "debs",
+    "sglang_install_installer": "choice:uv|pip",
+    "sglang_install_uv_version": "match:release",
+    "sglang_install_uv_sha256": "matches:sha256",
+    "sglang_install_uv_venv": "path",
+    "sglang_install_compile_bytecode": "bool",
+    "sglang_install_torch_cuda_policy": "choice:warn|fail|ignore",
+    "sglang_install_torch_cuda_major": "int:11:20",
+    # cuda13: the deb822 sources file, profile.d, ld.so.conf.d, the driver.
+    "cuda13_version": "match:cuda13",
     "cuda13_repo_base_url": "url",
     "cuda13_repo_distro": "line",
+    "cuda13_repo_key_content": "multiline",
+    "cuda13_repo_key_url": "url",
+    "cuda13_repo_key_fingerprint": "match:fingerprint?",
     "cuda13_repo_keyring_path": "path",
+    "cuda13_repo_legacy_list_remove": "bool",
     "cuda13_home": "shell_path",
     "cuda13_toolkit_package": "line",
     "cuda13_toolkit_version": "line",
     "cuda13_toolkit_dir": "path",
+    "cuda13_toolkit_hold": "bool",
+    "cuda13_previous_toolkits": "choice:keep|remove",
+    "cuda13_env_enabled": "bool",
+    "cuda13_preflight_enabled": "bool",
+    "cuda13_verify_enabled": "bool",
+    "cuda13_driver_min_version": "match:driver",
+    "cuda13_nvidia_smi": "path",
+    "cuda13_gpu_facts_gather": "bool",
+    "cuda13_secure_boot_efivar": "path",
+    "cuda13_driver_mok_key": "path",
+    "cuda13_driver_manage": "bool",
+    "cuda13_driver_packages": "debs",
+    "cuda13_driver_reboot": "bool",
+    "cuda13_driver_reboot_timeout": "int:60:7200",
+    # sglang_sm120_patch: the patch module's inputs.
+    "sglang_sm120_patch_state": "choice:present|absent",
+    "sglang_sm120_patch_venv": "path",
+    "sglang_sm120_patch_venv_info": "mapping",
+    "sglang_sm120_patch_capabilities": "ints:1:99",
+    "sglang_sm120_patch_source_capability": "int:1:99",
+    "sglang_sm120_patch_min_capability": "int:1:99",
+    "sglang_sm120_patch_values": "mapping",
+    "sglang_sm120_patch_missing_policy": "choice:skip|fail",
+    "sglang_sm120_patch_purge_bytecode": "bool",
+    "sglang_sm120_patch_backup": "bool",
+    "sglang_sm120_patch_nvidia_smi": "path",
+    "sglang_sm120_patch_gpu_facts_gather": "bool",
+    # sglang_router: its unit, its sources, its workers.
+    "sglang_router_state": "choice:present|absent",
+    "sglang_router_version": "match:release",
+    "sglang_router_home": "path",
+    "sglang_router_index_url": "url",
+    "sglang_router_find_links": "links",
+    "sglang_router_no_index": "bool",
+    "sglang_router_user": "account",
+    "sglang_router_group": "account",
+    "sglang_router_host": "host",
+    "sglang_router_port": "int:1:65535",
+    "sglang_router_allow_unauthenticated": "bool",
+    "sglang_router_workers_group": "line",
+    "sglang_router_workers": "lines",
+    "sglang_router_policy": "choice:cache_aware|round_robin|random|power_of_two",
+    "sglang_router_api_key": "secret",
+    "sglang_router_metrics_host": "host",
+    "sglang_router_metrics_port": "int:1:65535",
+    "sglang_router_request_timeout": "int:1:86400",
+    "sglang_router_shutdown_grace": "int:0:3600",
+    "sglang_router_extra_args": "lines",
+    "sglang_router_health_timeout": "int:1:3600",
+    "sglang_router_health_delay": "int:1:600",
     # playbooks/node.yml: the node's converge lock.
     "sglang_rollout_lock_path": "path",
-    "sglang_rollout_lock_timeout": "int:0",
+    "sglang_rollout_lock_timeout": "int:0:86400",
     "sglang_rollout_lock_break": "line",
-    # sglang_model: the model's names and the hub mirror.
+    # sglang_model: the model's names, where it goes and the hub mirror.
     "sglang_model_repo_id": "line",
     "sglang_model_revision": "line",
     "sglang_model_source_path": "line",
+    "sglang_model_source_mode": "choice:link|copy",
     "sglang_model_dest": "line",
     "sglang_model_draft_repo_id": "line",
     "sglang_model_draft_revision": "line",
     "sglang_model_draft_source_path": "line",
     "sglang_model_draft_dest": "line",
+    "sglang_model_models_dir": "path",
+    "sglang_model_user": "account",
+    "sglang_model_group": "account",
+    "sglang_model_venv": "path",
+    "sglang_model_hf_cache": "path",
     "sglang_model_hf_endpoint": "url",
     "sglang_model_hf_token": "secret",
+    "sglang_model_env_file": "path",
+    "sglang_model_allow_patterns": "lines",
+    "sglang_model_expected_files": "lines",
+    "sglang_model_check_headers": "bool",
+    "sglang_model_secure_logging": "bool",
 }
+
+# The values match:NAME takes: (pattern, what it is, for the message).
+PATTERNS = {
+    "release": (r"[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?(\+[a-z0-9.]+)?",
+                "an exact release such as 0.5.23"),
+    "cuda13": (r"13\.[0-9]{1,2}", "a CUDA 13 release such as 13.0"),
+    "driver": (r"[0-9]{3}(\.[0-9]{1,3}){1,2}", "a driver version such as 580.65.06"),
+    # Spaced as gpg prints it, or not.
+    "fingerprint": (r"( *[0-9A-Fa-f]){40} *|( *[0-9A-Fa-f]){64} *",
+                    "an OpenPGP fingerprint (40 or 64 hexadecimal characters)"),
+    "sha256": (r"[0-9A-Fa-f]{64}", "a sha256 digest (64 hexadecimal characters)"),
+    "limit": (r"[0-9]{1,19}[KMGTPE]?|infinity", "a size in bytes (a K, M, G, T, P or E suffix allowed) or infinity"),
+}
+
+# Environment names the role sets itself, or that carry what the world-readable unit must not
+# hold: each names the setting to use instead.
+ENV_OWNED = {
+    "HF_TOKEN": "sglang_service_hf_token",
+    "HUGGING_FACE_HUB_TOKEN": "sglang_service_hf_token",
+    "SGLANG_API_KEY": "sglang_service_api_key",
+    "CUDA_HOME": "sglang_service_cuda_home",
+    "PATH": "sglang_service_cuda_home and sglang_service_venv",
+}
+# A name ending so carries a secret: it belongs in the root-only secrets file.
+ENV_SECRET = re.compile(r"(^|_)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)\Z", re.IGNORECASE)
+# Names that change which code a process loads: refused unless allowed by name.
+ENV_LOADING = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP",
+               "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "PYTHONBREAKPOINT", "PYTHONEXECUTABLE")
+# SGLang's own configuration file, read by the launcher: what it sets bypasses the role's judgement.
+CONFIG_FLAG = "--config"
+MAX_TEXT = 1 << 20
 
 
 def secret(value):
@@ -197,15 +352,138 @@ def _item_lines(name, value):
     return [m for i, word in enumerate(_words(value)) for m in _line(name, word, f"item {i}")]
 
 
-def _whole_number(name, value, kind):
+def _whole_number(name, value, kind, what=""):
+    """kind: int:MIN:MAX or opt_int:MIN:MAX (none and empty pass)."""
     bounds = [int(b) for b in kind.split(":")[1:]]
+    lead = f"{name}: {what}" if what else f"{name}:"
+    if kind.startswith("opt_") and value in (None, ""):
+        return []
     if isinstance(value, bool) or not re.fullmatch(r"-?[0-9]+", str(value).strip()):
-        return [f"{name}: must be a whole number, got {str(value)!r}."]
+        return [f"{lead} must be a whole number, got {str(value)!r}."]
     number = int(str(value).strip())
     if number < bounds[0]:
-        return [f"{name}: must be at least {bounds[0]}, got {number}."]
+        return [f"{lead} must be at least {bounds[0]}, got {number}."]
     if len(bounds) > 1 and number > bounds[1]:
-        return [f"{name}: must be at most {bounds[1]}, got {number}."]
+        return [f"{lead} must be at most {bounds[1]}, got {number}."]
+    return []
+
+
+BOOLEANS = ("y", "yes", "on", "1", "true", "t", "n", "no", "off", "0", "false", "f")
+
+
+def _boolean(name, value):
+    if isinstance(value, bool) or (not isinstance(value, float) and value in (0, 1)):
+        return []
+    if isinstance(value, str) and value.strip().lower() in BOOLEANS:
+        return []
+    return [f"{name}: must be true or false, got {str(value)!r}."]
+
+
+def _choice(name, value, kind):
+    words = kind.split(":", 1)[1].split("|")
+    if str(value) in words and not isinstance(value, bool):
+        return []
+    return [f"{name}: must be one of {', '.join(words)}, got {str(value)!r}."]
+
+
+def _match(name, value, kind, what="it"):
+    pattern_name = kind.split(":", 1)[1]
+    optional = pattern_name.endswith("?")
+    pattern, meaning = PATTERNS[pattern_name.rstrip("?")]
+    text = "" if value is None else str(value)
+    out = _line(name, text, what)
+    if out or (optional and not text):
+        return out
+    if not re.fullmatch(pattern, text):
+        lead = f"{name}:" if what == "it" else f"{name}: {what}"
+        return [f"{lead} must be {meaning}, got {text!r}."]
+    return []
+
+
+def _environment(name, value, kind, settings):
+    if not isinstance(value, dict):
+        return [f"{name}: must be a mapping of environment variable names to values."]
+    allowed = set(_words(settings.get("sglang_service_environment_allowed")))
+    out = []
+    for key in sorted(value, key=str):
+        text = str(key)
+        if not ENV_NAME.match(text):
+            out.append(f"{name}: {text!r} is not an environment variable name (letters, digits and _,"
+                       " not starting with a digit).")
+        elif kind == "nccl_env" and not text.startswith("NCCL_"):
+            out.append(f"{name}: {text!r} is not an NCCL variable (NCCL_...); set other variables in"
+                       " sglang_service_environment.")
+        elif text in ENV_OWNED:
+            out.append(f"{name}: {text} is set by the role; set {ENV_OWNED[text]} instead.")
+        elif ENV_SECRET.search(text):
+            out.append(f"{name}: {text} names a secret, and the unit it would be written to is readable by"
+                       " everyone on the node; the secrets the engine takes go to its root-only secrets file:"
+                       " sglang_service_hf_token, sglang_service_api_key.")
+        elif text in ENV_LOADING and text not in allowed:
+            out.append(f"{name}: {text} changes which code the engine loads, outside the release the gate"
+                       f" judged; list it in sglang_service_environment_allowed if the site means it.")
+        out += _line(name, "" if value[key] is None else value[key], f"the value of {key}")
+        if (kind == "engine_env" and key in sandbox.PATH_VARIABLES
+                and value[key] not in (None, "") and not str(value[key]).startswith("/")):
+            out.append(f"{name}: {key} must be an absolute path, got {str(value[key])!r}: the engine's"
+                       " sandbox cannot keep a relative or ~ path read-only.")
+    return out
+
+
+def _path(name, value, kind, what="it"):
+    text = "" if value is None else str(value)
+    out = _line(name, text, what)
+    if out or not text:
+        return out
+    shown = f"{name}:" if what == "it" else f"{name}: {what}"
+    if not text.startswith("/"):
+        return [f"{shown} must be an absolute path, got {text!r}."]
+    if kind == "shell_path" and not PLAIN_PATH.match(text):
+        return [f"{name}: {text!r} is written unquoted into a shell script; use letters, digits and"
+                " / . _ + @ : - only."]
+    if re.search(r"\s", text):
+        return [f"{name}: {text!r} holds whitespace, which the file it is written to reads as the end"
+                " of the path."]
+    if "%" in text:
+        return [f"{name}: {text!r} holds '%', which systemd reads as a specifier (%h, %n ...) in the unit"
+                " it is written to."]
+    return []
+
+
+def _url(name, word, what):
+    found = _line(name, word, what)
+    if found or not word:
+        return found
+    if re.search(r"\s", word):
+        return [f"{name}: {what} holds whitespace, which the file it is written to reads as a"
+                " separator between URLs; percent-encode it (%20)."]
+    try:
+        parts = urlsplit(word)
+        parts.port  # pylint: disable=pointless-statement  # raises on a port that is not a number
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https", "file") or (
+            parts.scheme != "file" and not parts.hostname) or (parts.scheme == "file" and not parts.path):
+        # Only the scheme is quoted: the rest may hold credentials.
+        scheme = parts.scheme if parts is not None else ""
+        return [f"{name}: {what} is not an http, https or file URL with a host or a path (its scheme:"
+                f" {scheme!r})."]
+    return []
+
+
+def _host(name, value):
+    text = "" if value is None else str(value)
+    out = _line(name, text)
+    if out:
+        return out
+    try:
+        ipaddress.ip_address(text)
+        return []
+    except ValueError:
+        pass
+    if not re.fullmatch(r"(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}"
+                        r"[A-Za-z0-9])?)*\.?", text):
+        return [f"{name}: {text!r} is not an IP address or a host name to listen on."]
     return []
 
 
@@ -219,13 +497,16 @@ def _launch_args(name, value, eagle3=False):
             continue
         # SGLang's parser also takes an unambiguous abbreviation of a flag (--ho for --host).
         owned = sorted({var for full, var in owned_flags.items() if full == flag or full.startswith(flag)})
-        if owned:
+        if CONFIG_FLAG.startswith(flag):
+            out.append(f"{name}: {flag} would read an SGLang configuration file, whose settings would override"
+                       " what the role judged; give the flags themselves in sglang_service_extra_args.")
+        elif owned:
             out.append(f"{name}: {flag} is spelt by the role; set {' or '.join(owned)} instead"
                        " (a second one on the command line would override it).")
     return out
 
 
-BASE_URL = re.compile(r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?$")
+BASE_URL = re.compile(r"https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?")
 
 
 def truthy(value):
@@ -237,10 +518,26 @@ def truthy(value):
 
 
 def _check(name, kind, value, settings):
-    if kind == "context":
-        return []
-    if kind.startswith("int:"):
+    if kind.startswith(("int:", "opt_int:")):
         return _whole_number(name, value, kind)
+    if kind.startswith("ints:"):
+        if not isinstance(value, (list, tuple)):
+            return [f"{name}: must be a list of whole numbers."]
+        bounds = "int:" + kind.split(":", 1)[1]
+        return [m for i, item in enumerate(value) for m in _whole_number(name, item, bounds, f"item {i}")]
+    if kind == "bool":
+        return _boolean(name, value)
+    if kind.startswith("choice:"):
+        return _choice(name, value, kind)
+    if kind.startswith("match:"):
+        return _match(name, value, kind)
+    if kind.startswith("matches:"):
+        if not isinstance(value, (list, tuple)):
+            return [f"{name}: must be a list."]
+        each = "match:" + kind.split(":", 1)[1]
+        return [m for i, item in enumerate(value) for m in _match(name, item, each, f"item {i}")]
+    if kind == "mapping":
+        return [] if isinstance(value, dict) else [f"{name}: must be a mapping."]
     if kind == "secret":
         value = secret(value)
         found = _breaks(str(value or ""))
@@ -252,25 +549,20 @@ def _check(name, kind, value, settings):
         return _line(name, "" if value is None else value)
     if kind == "lines":
         return _item_lines(name, value)
+    if kind == "multiline":
+        text = "" if value is None else str(value)
+        if "\x00" in text:
+            return [f"{name}: holds a NUL byte."]
+        if len(text.encode("utf-8", "surrogateescape")) > MAX_TEXT:
+            return [f"{name}: is longer than {MAX_TEXT} bytes."]
+        return []
     if kind == "launch_args":
         return _launch_args(name, value, truthy(settings.get("sglang_service_eagle3_enabled", False)))
     if kind in ("env", "engine_env", "nccl_env"):
-        if not isinstance(value, dict):
-            return [f"{name}: must be a mapping of environment variable names to values."]
-        out = []
-        for key in sorted(value, key=str):
-            if not ENV_NAME.match(str(key)):
-                out.append(f"{name}: {str(key)!r} is not an environment variable name (letters, digits and _,"
-                           " not starting with a digit).")
-            elif kind == "nccl_env" and not str(key).startswith("NCCL_"):
-                out.append(f"{name}: {str(key)!r} is not an NCCL variable (NCCL_...); set other variables in"
-                           " sglang_service_environment.")
-            out += _line(name, "" if value[key] is None else value[key], f"the value of {key}")
-            if (kind == "engine_env" and key in sandbox.PATH_VARIABLES
-                    and value[key] not in (None, "") and not str(value[key]).startswith("/")):
-                out.append(f"{name}: {key} must be an absolute path, got {str(value[key])!r}: the engine's"
-                           " sandbox cannot keep a relative or ~ path read-only.")
-        return out
+        return _environment(name, value, kind, settings)
+    if kind == "env_names":
+        return [f"{name}: item {i} ({word!r}) is not an environment variable name."
+                for i, word in enumerate(_words(value)) if not ENV_NAME.match(word)]
     if kind == "writable_paths":
         out = _item_lines(name, value)
         if out:
@@ -284,35 +576,26 @@ def _check(name, kind, value, settings):
                                       truthy(settings.get("sglang_service_engine_downloads", False)),
                                       _words(value))["problems"]
     if kind in ("path", "shell_path"):
-        text = "" if value is None else str(value)
-        out = _line(name, text)
-        if out or not text:
-            return out
-        if not text.startswith("/"):
-            return [f"{name}: must be an absolute path, got {text!r}."]
-        if kind == "shell_path" and not PLAIN_PATH.match(text):
-            return [f"{name}: {text!r} is written unquoted into a shell script; use letters, digits and"
-                    " / . _ + @ : - only."]
-        if kind == "path" and re.search(r"\s", text):
-            return [f"{name}: {text!r} holds whitespace, which the file it is written to reads as the end"
-                    " of the path."]
-        return []
-    if kind in ("url", "urls"):
-        out = []
-        for i, word in enumerate(_words(value)):
-            what = "it" if kind == "url" else f"item {i}"
-            found = _line(name, word, what)
-            if not found and re.search(r"\s", word):
-                found = [f"{name}: {what} holds whitespace, which the file it is written to reads as a"
-                         " separator between URLs; percent-encode it (%20)."]
-            out += found
-        return out
+        return _path(name, value, kind)
+    if kind == "url":
+        return _url(name, "" if value is None else str(value), "it")
+    if kind == "urls":
+        return [m for i, word in enumerate(_words(value)) for m in _url(name, word, f"item {i}")]
+    if kind == "links":
+        return [m for i, word in enumerate(_words(value))
+                for m in (_path(name, word, "path", f"item {i}") if word.startswith("/") else _url(name, word, f"item {i}"))]
     if kind == "base_url":
         text = "" if value is None else str(value)
-        if text and not BASE_URL.match(text):
+        if text and not BASE_URL.fullmatch(text):
             return [f"{name}: {text!r} is not http://host:port (or https://), without a path or a trailing /:"
                     " the role appends the router's paths to it."]
         return []
+    if kind == "host":
+        return _host(name, value)
+    if kind == "debs":
+        return [f"{name}: item {i} ({word!r}) is not a Debian package name (optionally =version)."
+                for i, word in enumerate(_words(value))
+                if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+~:-]+)?", word)]
     if kind == "requirement":
         out = []
         for i, word in enumerate(_words(value)):

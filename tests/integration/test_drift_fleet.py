@@ -795,6 +795,50 @@ def test_values_with_a_line_break_are_refused_by_name_before_the_node_changes(fl
     assert on_node(2, SNAPSHOT) == before
 
 
+# Settings a review found reaching a lab node: each is refused by site.yml's first play now.
+REVIEWED = {
+    "sglang_service_extra_args": ["--config", "/etc/sglang/engine.yaml"],
+    "sglang_service_environment": {"HF_TOKEN": "hf_fleetSECRETtoken", "LD_PRELOAD": "/tmp/x.so"},
+    "sglang_service_env_file": "/etc/sglang/%i.env",
+    "sglang_service_crash_policy": "yolo",
+    "sglang_service_router_url": "http://r:1\n",
+    "sglang_service_router_drain_timeout": 0,
+    "sglang_install_keep_releases": 0,
+    "sglang_router_port": "30100\nUser=root",
+}
+
+
+def test_settings_a_review_found_reaching_the_node_are_refused_by_name_before_it_changes(fleet):
+    """Every setting has a validator with bounds, run by site.yml's preflight play: the router's
+    port, the engine's environment, extra arguments and secrets file path, the router URL, the
+    drain timeout, the releases kept and the crash policy, all named in one message before any
+    role runs, the node as it was."""
+    values = fleet["work"] / "reviewed.json"
+    values.write_text(json.dumps(REVIEWED))
+    before = on_node(2, SNAPSHOT)
+    run = converge(fleet, "--limit", node(2), "-e", f"@{values}")
+    assert run.returncode == 2, run.stdout[-5000:]
+    message = " ".join(f"preflight: {m}" for m in [
+        "sglang_service_extra_args: --config would read an SGLang configuration file, whose settings would"
+        " override what the role judged; give the flags themselves in sglang_service_extra_args.",
+        "sglang_service_environment: HF_TOKEN is set by the role; set sglang_service_hf_token instead.",
+        "sglang_service_environment: LD_PRELOAD changes which code the engine loads, outside the release the"
+        " gate judged; list it in sglang_service_environment_allowed if the site means it.",
+        "sglang_service_env_file: '/etc/sglang/%i.env' holds '%', which systemd reads as a specifier (%h, %n"
+        " ...) in the unit it is written to.",
+        "sglang_service_crash_policy: must be one of strict, warn, force, got 'yolo'.",
+        "sglang_service_router_url: 'http://r:1\\n' is not http://host:port (or https://), without a path or"
+        " a trailing /: the role appends the router's paths to it.",
+        "sglang_service_router_drain_timeout: must be at least 1, got 0.",
+        "sglang_install_keep_releases: must be at least 1, got 0.",
+        "sglang_router_port: must be a whole number, got '30100\\nUser=root'.",
+    ]) + " Nothing has been changed on any node."
+    assert f'"msg": {json.dumps(message)}' in run.stdout, run.stdout[-5000:]
+    assert "TASK [cuda13" not in run.stdout and "TASK [blackwell.sglang.cuda13" not in run.stdout
+    assert "SECRET" not in run.stdout + run.stderr
+    assert on_node(2, SNAPSHOT) == before
+
+
 def test_fresh_and_broken_nodes_report_drift_never_a_failure(fleet):
     """A node that was never converged, one whose venv lost SGLang, one whose unit is gone, one
     without its apt lists and CUDA key: each reports the drift it has, none fails."""

@@ -138,9 +138,9 @@ def test_sglang_install_names_every_wrong_setting_at_once(tmp_path):
     )
     assert [(name, res["msg"]) for name, res in tasks if res.get("failed")] == [(
         "Refuse settings and a node the install cannot work with",
-        "sglang_install_version must be an exact release such as 0.5.23, not 'latest';"
-        " sglang_install_no_index is true but sglang_install_find_links is empty; nothing could be installed;"
-        " sglang_install_keep_releases must be a whole number of at least 1, not '0'",
+        "sglang_install: sglang_install_version: must be an exact release such as 0.5.23, got 'latest'."
+        " sglang_install: sglang_install_keep_releases: must be at least 1, got 0."
+        " sglang_install_no_index is true but sglang_install_find_links is empty; nothing could be installed",
     )]
     assert tasks[-1][0] == "Refuse settings and a node the install cannot work with"
     assert sorted(p.name for p in node.iterdir()) == [] and tree(node) == before
@@ -234,6 +234,8 @@ def test_sglang_install_refuses_a_lock_whose_enforcer_would_go_unchecked(tmp_pat
                      sglang_install_uv_sha256=["c" * 64, "sha256:" + "d" * 64, "e" * 40], **common)
     assert [(name, res["msg"]) for name, res in tasks if res.get("failed")] == [(
         "Refuse settings and a node the install cannot work with",
-        f'sglang_install_uv_sha256 must list sha256 digests (64 hexadecimal characters each), not ["sha256:{"d" * 64}", "{"e" * 40}"]',
+        f"sglang_install: sglang_install_uv_sha256: item 1 must be a sha256 digest (64 hexadecimal characters), got"
+        f" 'sha256:{'d' * 64}'. sglang_install: sglang_install_uv_sha256: item 2 must be a sha256 digest (64"
+        f" hexadecimal characters), got '{'e' * 40}'.",
     )]
     assert tree(node) == {}

@@ -19,6 +19,7 @@ import yaml
 
 from ansible_collections.blackwell.sglang.plugins.modules.sglang_venv_info import venv_info
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import plan, problems
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import settings as settings_table
 from conftest import ROOT
 
 ROLE = ROOT / "roles" / "sglang_install"
@@ -326,10 +327,12 @@ def test_every_problem_at_once_names_its_setting(uv_node):
                   sglang_install_extras=["x"], sglang_install_uv_sha256=["abc"])
     got = plan(probe, inputs(values), table(uv_node), CONTENTS, False)
     assert [clause.split(" ", 1)[0] for clause in got["problems"]] == [
-        "sglang_install_version", "sglang_install_no_index", "sglang_install_requirements_lock",
-        "sglang_install_requirements_lock", "sglang_install_uv_sha256", "sglang_install_keep_releases",
-        f"{uv_node['__sglang_install_release_dir']}", "sglang_install_python"]
-    assert got["problems"][4] == 'sglang_install_uv_sha256 must list sha256 digests (64 hexadecimal characters each), not ["abc"]'
+        "sglang_install_no_index", "sglang_install_requirements_lock", "sglang_install_requirements_lock",
+        "sglang_install_keep_releases", f"{uv_node['__sglang_install_release_dir']}", "sglang_install_python"]
+    # The formats are the settings table's, judged in the same refusal (plugins/plugin_utils/settings.py).
+    assert settings_table.problems({name: values[name] for name in ("sglang_install_version", "sglang_install_uv_sha256")}) == [
+        "sglang_install_version: must be an exact release such as 0.5.23, got 'latest'.",
+        "sglang_install_uv_sha256: item 0 must be a sha256 digest (64 hexadecimal characters), got 'abc'."]
     assert (got["steps"], got["step"]) == ([], {})
     values = dict(uv_node, sglang_install_find_links=[f"file://{wheelhouse}", "https://mirror.example/wheels/"])
     assert problems(probe, inputs(values))[-1].startswith(f"sglang_install_find_links: {wheelhouse} on this node")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import settings
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import release, worker_view, workers
 
 HOSTS = ["router", "node1", "node2", "node3"]
@@ -52,10 +53,6 @@ def test_the_launch_arguments_carry_the_workers_and_never_the_key():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"version": "latest"}, "sglang_router: sglang_router_version 'latest' is not a release number (for example "
-                            "0.3.2); the router is installed pinned. Nothing was changed."),
-    ({"policy": "fastest"}, "sglang_router: sglang_router_policy 'fastest' is not one of cache_aware, round_robin, "
-                            "random, power_of_two. Nothing was changed."),
     ({"api_key": "other"}, "sglang_router: sglang_router_api_key differs from the workers' sglang_service_api_key; "
                            "the router sends the key its clients use to its workers too, so the two must be the "
                            "same. Their values are not shown. Nothing was changed."),
@@ -185,3 +182,12 @@ def test_a_node_leaving_the_router_drains_only_where_the_router_routed_to_it(lis
     """sglang_service's drain waits for requests in flight only where this view of the node
     lists it as healthy (roles/sglang_service/tasks/router_out.yml)."""
     assert (worker_view(["http://10.0.0.2:30000"], _listed(*listed))["healthy"] != []) is routed
+
+
+def test_the_version_and_policy_are_the_settings_tables():
+    """Judged once, with every router setting (plugins/plugin_utils/settings.py), not again here."""
+    assert release(dict(INPUTS, version="latest", policy="fastest"), workers(ENGINES, ["node1"], "router", HOSTS))[
+        "problems"] == []
+    assert settings.problems({"sglang_router_version": "latest", "sglang_router_policy": "fastest"}) == [
+        "sglang_router_version: must be an exact release such as 0.5.23, got 'latest'.",
+        "sglang_router_policy: must be one of cache_aware, round_robin, random, power_of_two, got 'fastest'."]

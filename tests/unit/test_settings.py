@@ -65,8 +65,8 @@ def test_one_trailing_line_break_of_a_secret_is_removed_and_no_more():
 
 
 @pytest.mark.parametrize("name", ["sglang_service_model_path", "sglang_service_served_model_name",
-                                  "sglang_service_eagle3_draft_model_path", "sglang_install_version",
-                                  "cuda13_toolkit_package", "sglang_model_revision"])
+                                  "sglang_service_eagle3_draft_model_path", "cuda13_toolkit_package",
+                                  "sglang_model_revision"])
 def test_a_line_value_with_a_line_break_is_refused(name):
     assert settings.problems({name: "/models/Qwen3-8B\nExecStartPre=/bin/sh"}) == [
         f"{name}: it holds a line break (\\n), which would end its line in the file it is written to and"
@@ -211,7 +211,7 @@ def test_whole_numbers_within_bounds():
 
 
 def test_names_outside_the_table_are_not_judged():
-    assert settings.problems({"sglang_service_state": "pre\nsent", "unrelated": "\n"}) == []
+    assert settings.problems({"sglang_preflight_unrelated": "pre\nsent", "unrelated": "\n"}) == []
 
 
 def test_the_module_has_no_ansible_imports():
@@ -228,3 +228,177 @@ def test_truthy_reads_a_setting_as_the_roles_bool_filter_does():
     values = [True, False, None, 0, 1, 2, 1.0, 0.5, "y", "Yes", " on ", "1", "TRUE", "t", "n", "no", "off", "0",
               "false", "", "2", "yes please", [], {}]
     assert [settings.truthy(v) for v in values] == [boolean(v, strict=False) for v in values]
+
+
+LIST_KINDS = ("lines", "urls", "links", "requirement", "debs", "writable_paths", "launch_args", "env_names",
+              "matches:", "ints:")
+DICT_KINDS = ("mapping", "env", "engine_env", "nccl_env")
+
+
+def role_options() -> dict:
+    """Every option of every entry point of every role: name -> its argument spec."""
+    import yaml  # pylint: disable=import-outside-toplevel
+
+    found = {}
+    for path in sorted(ROOT.glob("roles/*/meta/argument_specs.yml")):
+        for entry in yaml.safe_load(path.read_text())["argument_specs"].values():
+            found.update(entry.get("options") or {})
+    return found
+
+
+def test_every_option_of_every_role_has_a_validator_of_its_type():
+    """One row per option, a format of the option's type, both bounds on every whole number and
+    the choices of the spec: an option added without a validator fails here."""
+    options = role_options()
+    assert len(options) > 150
+    missing = sorted(name for name in options if name not in settings.TABLE)
+    assert missing == []
+    wrong = []
+    for name, spec in options.items():
+        kind = settings.TABLE[name]
+        kind_type = spec.get("type", "str")
+        if spec.get("choices"):
+            ok = kind == "choice:" + "|".join(spec["choices"])
+        elif kind_type == "bool":
+            ok = kind == "bool"
+        elif kind_type == "int":
+            ok = kind.startswith(("int:", "opt_int:")) and len(kind.split(":")) == 3
+        elif kind_type == "list":
+            ok = kind.startswith(LIST_KINDS)
+        elif kind_type == "dict":
+            ok = kind in DICT_KINDS
+        elif kind_type == "path":
+            ok = kind in ("path", "shell_path")
+        else:
+            ok = not kind.startswith(LIST_KINDS + DICT_KINDS + ("bool", "choice:", "int:", "opt_int:"))
+        if not ok:
+            wrong.append((name, kind_type, spec.get("choices"), kind))
+    assert wrong == []
+    # Every whole number of the table has a lower and an upper bound.
+    assert [name for name, kind in settings.TABLE.items()
+            if kind.startswith(("int:", "opt_int:", "ints:")) and len(kind.split(":")) != 3] == []
+
+
+def test_every_format_of_the_table_is_known():
+    for name, kind in settings.TABLE.items():
+        settings.problems({name: None})  # raises on a format _check does not know
+        if kind.startswith(("match:", "matches:")):
+            assert kind.split(":", 1)[1].rstrip("?") in settings.PATTERNS, name
+
+
+def test_the_settings_a_review_found_reaching_nodes_are_refused_by_name():
+    assert settings.problems({
+        "sglang_service_extra_args": ["--config", "/etc/sglang/x.yaml", "--config=/x.yaml", "--conf", "y"],
+        "sglang_service_environment": {"HF_TOKEN": "hf_x", "LD_PRELOAD": "/x.so", "WANDB_API_KEY": "k",
+                                       "PATH": "/bin", "NCCL_DEBUG": "WARN"},
+        "sglang_service_env_file": "/etc/sglang/%i.env",
+        "sglang_service_router_url": "http://r:1\n",
+        "sglang_service_router_drain_timeout": 0,
+        "sglang_install_keep_releases": "0",
+        "sglang_install_version": "latest",
+        "sglang_service_crash_policy": "yolo",
+        "sglang_router_port": "30100\nUser=root",
+        "sglang_router_host": "0.0.0.0\nUser=root",
+    }) == [
+        "sglang_service_extra_args: --config would read an SGLang configuration file, whose settings would"
+        " override what the role judged; give the flags themselves in sglang_service_extra_args.",
+        "sglang_service_extra_args: --config would read an SGLang configuration file, whose settings would"
+        " override what the role judged; give the flags themselves in sglang_service_extra_args.",
+        "sglang_service_extra_args: --conf would read an SGLang configuration file, whose settings would"
+        " override what the role judged; give the flags themselves in sglang_service_extra_args.",
+        "sglang_service_environment: HF_TOKEN is set by the role; set sglang_service_hf_token instead.",
+        "sglang_service_environment: LD_PRELOAD changes which code the engine loads, outside the release the"
+        " gate judged; list it in sglang_service_environment_allowed if the site means it.",
+        "sglang_service_environment: PATH is set by the role; set sglang_service_cuda_home and"
+        " sglang_service_venv instead.",
+        "sglang_service_environment: WANDB_API_KEY names a secret, and the unit it would be written to is"
+        " readable by everyone on the node; the secrets the engine takes go to its root-only secrets file:"
+        " sglang_service_hf_token, sglang_service_api_key.",
+        "sglang_service_env_file: '/etc/sglang/%i.env' holds '%', which systemd reads as a specifier (%h, %n"
+        " ...) in the unit it is written to.",
+        "sglang_service_crash_policy: must be one of strict, warn, force, got 'yolo'.",
+        "sglang_service_router_url: 'http://r:1\\n' is not http://host:port (or https://), without a path or a"
+        " trailing /: the role appends the router's paths to it.",
+        "sglang_service_router_drain_timeout: must be at least 1, got 0.",
+        "sglang_install_version: must be an exact release such as 0.5.23, got 'latest'.",
+        "sglang_install_keep_releases: must be at least 1, got 0.",
+        "sglang_router_host: it holds a line break (\\n), which would end its line in the file it is written to"
+        " and start another; give it on one line.",
+        "sglang_router_port: must be a whole number, got '30100\\nUser=root'.",
+    ]
+
+
+def test_a_loading_variable_passes_once_the_site_allows_it_by_name_and_a_secret_never_does():
+    environment = {"LD_PRELOAD": "/usr/lib/libjemalloc.so.2", "PYTHONPATH": "/opt/site", "SGLANG_API_KEY": "k"}
+    assert settings.problems({"sglang_service_environment": environment,
+                              "sglang_service_environment_allowed": ["LD_PRELOAD", "PYTHONPATH", "SGLANG_API_KEY"]}) == [
+        "sglang_service_environment: SGLANG_API_KEY is set by the role; set sglang_service_api_key instead."]
+    # The smoke test's environment follows the same rules.
+    assert settings.problems({"sglang_service_nccl_smoke_environment": {"PYTHONPATH": "/opt/site"}}) == [
+        "sglang_service_nccl_smoke_environment: PYTHONPATH changes which code the engine loads, outside the"
+        " release the gate judged; list it in sglang_service_environment_allowed if the site means it."]
+    assert settings.problems({"sglang_service_environment_allowed": ["LD_PRELOAD", "LD PRELOAD"]}) == [
+        "sglang_service_environment_allowed: item 1 ('LD PRELOAD') is not an environment variable name."]
+
+
+@pytest.mark.parametrize("value, ok", [(True, True), ("yes", True), ("off", True), (0, True), ("maybe", False),
+                                       (2, False), ("", False), (None, False)])
+def test_booleans(value, ok):
+    found = settings.problems({"sglang_service_router_drain": value})
+    assert found == ([] if ok else [f"sglang_service_router_drain: must be true or false, got {str(value)!r}."])
+
+
+@pytest.mark.parametrize("url, ok", [
+    ("https://mirror.example/simple", True), ("http://10.0.0.1:8080/simple", True), ("file:///srv/wheels", True),
+    ("", True), ("http://", False), ("ftp://mirror.example/pub", False), ("mirror.example/simple", False),
+    ("http://mirror.example:port/", False), ("file://", False)])
+def test_urls_are_parsed(url, ok):
+    found = settings.problems({"sglang_install_index_url": url})
+    if ok:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0].startswith(
+            "sglang_install_index_url: it is not an http, https or file URL with a host or a path")
+
+
+def test_a_url_refusal_quotes_only_the_scheme():
+    found = settings.problems({"sglang_model_hf_endpoint": "ftp://user:S3CRET@hub.example/x"})
+    assert found == ["sglang_model_hf_endpoint: it is not an http, https or file URL with a host or a path (its"
+                     " scheme: 'ftp')."]
+
+
+def test_find_links_take_urls_and_absolute_paths():
+    assert settings.problems({"sglang_install_find_links": ["/srv/wheels", "https://w.example/links"]}) == []
+    assert settings.problems({"sglang_router_find_links": ["wheels/", "/srv/my wheels"]}) == [
+        "sglang_router_find_links: item 0 is not an http, https or file URL with a host or a path (its scheme: '').",
+        "sglang_router_find_links: '/srv/my wheels' holds whitespace, which the file it is written to reads as the"
+        " end of the path."]
+
+
+@pytest.mark.parametrize("host, ok", [("0.0.0.0", True), ("::", True), ("127.0.0.1", True), ("node-1.lan", True),
+                                      ("fd00::1", True), ("0.0.0.0 x", False), ("a_b", False), ("", False),
+                                      ("-x.lan", False)])
+def test_listen_addresses(host, ok):
+    found = settings.problems({"sglang_service_host": host})
+    assert found == ([] if ok else [f"sglang_service_host: {host!r} is not an IP address or a host name to listen on."])
+
+
+def test_versions_digests_lists_of_numbers_and_packages():
+    assert settings.problems({"sglang_install_version": "0.5.6.post2", "sglang_router_version": "0.3.2",
+                              "sglang_install_uv_version": "0.13.9", "cuda13_version": "13.1",
+                              "cuda13_driver_min_version": "580.65.06", "sglang_install_packages": ["python3-venv"],
+                              "cuda13_driver_packages": ["nvidia-open=580.95.05-1"],
+                              "sglang_service_nccl_smoke_sizes_kib": [64, "1024"]}) == []
+    assert settings.problems({"cuda13_version": "12.8", "sglang_install_uv_sha256": ["ab" * 32, "xyz"],
+                              "sglang_service_nccl_smoke_sizes_kib": [64, 0, "big"],
+                              "cuda13_driver_packages": ["nvidia-open; rm -rf /"],
+                              "cuda13_repo_key_fingerprint": "EB69 3B30"}) == [
+        "sglang_service_nccl_smoke_sizes_kib: item 1 must be at least 1, got 0.",
+        "sglang_service_nccl_smoke_sizes_kib: item 2 must be a whole number, got 'big'.",
+        "sglang_install_uv_sha256: item 1 must be a sha256 digest (64 hexadecimal characters), got 'xyz'.",
+        "cuda13_version: must be a CUDA 13 release such as 13.0, got '12.8'.",
+        "cuda13_repo_key_fingerprint: must be an OpenPGP fingerprint (40 or 64 hexadecimal characters), got"
+        " 'EB69 3B30'.",
+        "cuda13_driver_packages: item 0 ('nvidia-open; rm -rf /') is not a Debian package name (optionally"
+        " =version).",
+    ]
