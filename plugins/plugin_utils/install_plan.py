@@ -50,6 +50,12 @@ def _in_use(releases):
             + [r["path"] + " (the rollback target)" for r in releases if r.get("rollback_target")])
 
 
+def _content_off(row, paths):
+    found = paths.get(row["path"]) or {}
+    return (not found.get("exists") or found.get("islink") or found.get("isdir")
+            or found.get("checksum") != row.get("checksum"))
+
+
 def problems(probe, inputs):
     """What stops the host before anything is written, as clauses that each name their setting."""
     version = str(inputs["version"])
@@ -201,7 +207,9 @@ def plan(probe, inputs, files, contents, check_mode=False):
         step("pip", "%s has no pip" % inputs["release_dir"])
     for row in to_write:
         step("file", row["reason"])
-    request_changes = any(row.get("phase") == "request" for row in to_write)
+    # The request changed when a request file's content did (or it is missing): a file whose mode
+    # or owner alone is off is set right without installing anything again.
+    request_changes = any(row.get("phase") == "request" and _content_off(row, paths) for row in to_write)
     installed = probe.get("sglang_version") or ""
     if check_mode and venv_missing:
         pass  # in a check, the venv still to be made is what is reported

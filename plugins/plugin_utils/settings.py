@@ -85,6 +85,8 @@ EAGLE3_FLAGS = {
 #   shell_path   an absolute path written unquoted into a shell script (profile.d)
 #   url          a URL in a whitespace-separated field (deb822 URIs, pip's index lists): parsed;
 #                http, https or file, a host for http(s), no whitespace; empty means unset
+#   url:WHERE    a url written where everyone on the node can read it: no user, password or
+#                query, which CREDENTIAL_HOMES[WHERE] says where to put instead
 #   urls         a list of such URLs
 #   links        a list of such URLs or absolute paths (pip's and uv's find-links)
 #   base_url     empty, or http(s)://host[:port] with no path: an address others append a path
@@ -193,10 +195,10 @@ TABLE = {
     "sglang_install_torch_cuda_major": "int:11:20",
     # cuda13: the deb822 sources file, profile.d, ld.so.conf.d, the driver.
     "cuda13_version": "match:cuda13",
-    "cuda13_repo_base_url": "url",
+    "cuda13_repo_base_url": "url:apt",
     "cuda13_repo_distro": "line",
     "cuda13_repo_key_content": "multiline",
-    "cuda13_repo_key_url": "url",
+    "cuda13_repo_key_url": "url:apt",
     "cuda13_repo_key_fingerprint": "match:fingerprint?",
     "cuda13_repo_keyring_path": "path",
     "cuda13_repo_legacy_list_remove": "bool",
@@ -273,7 +275,7 @@ TABLE = {
     "sglang_model_group": "account",
     "sglang_model_venv": "path",
     "sglang_model_hf_cache": "path",
-    "sglang_model_hf_endpoint": "url",
+    "sglang_model_hf_endpoint": "url:hub",
     "sglang_model_hf_token": "secret",
     "sglang_model_env_file": "path",
     "sglang_model_allow_patterns": "lines",
@@ -309,6 +311,12 @@ ENV_SECRET = re.compile(r"(^|_)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)\Z
 # Names that change which code a process loads: refused unless allowed by name.
 ENV_LOADING = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP",
                "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "PYTHONBREAKPOINT", "PYTHONEXECUTABLE")
+# Where the credentials of a URL that lands in a world-readable file go instead.
+CREDENTIAL_HOMES = {
+    "apt": "apt takes credentials from /etc/apt/auth.conf.d, which only root reads; the sources file is"
+           " readable by everyone",
+    "hub": "the hub's token is sglang_model_hf_token, which only root's secrets file holds",
+}
 # SGLang's own configuration file, read by the launcher: what it sets bypasses the role's judgement.
 CONFIG_FLAG = "--config"
 MAX_TEXT = 1 << 20
@@ -579,6 +587,12 @@ def _check(name, kind, value, settings):
         return _path(name, value, kind)
     if kind == "url":
         return _url(name, "" if value is None else str(value), "it")
+    if kind.startswith("url:"):
+        text = "" if value is None else str(value)
+        found = _url(name, text, "it")
+        if not found and text and ("@" in urlsplit(text).netloc or urlsplit(text).query):
+            found = [f"{name}: it holds a user, password or query: {CREDENTIAL_HOMES[kind[4:]]}."]
+        return found
     if kind == "urls":
         return [m for i, word in enumerate(_words(value)) for m in _url(name, word, f"item {i}")]
     if kind == "links":

@@ -206,6 +206,20 @@ def test_every_row_drifted_alone_is_its_own_step(uv_node):
             assert all("content" not in f for f in got["files"])
 
 
+def test_request_files_are_root_only_and_an_older_mode_is_set_right_without_a_reinstall(uv_node):
+    """The request may hold a URL with credentials (a requirement's, a lock's --index-url): both
+    request files are 0600. A release an older collection wrote them 0644 for is not installed
+    again for that: only their mode changes."""
+    requests = [row for row in table(uv_node) if row.get("phase") == "request"]
+    assert [row["mode"] for row in requests] == ["0600", "0600"]
+    probe = read(uv_node)
+    for row in requests:
+        probe["paths"][row["path"]]["mode"] = "0644"
+    got = planned(uv_node, probe)
+    assert names(got) == ["file", "file"]
+    assert [f["reason"] for f in got["files"]] == [f"{row['path']}: mode 0644, not 0600" for row in requests]
+
+
 def test_an_owner_a_missing_file_and_a_directory_where_a_link_belongs(uv_node):
     probe = read(uv_node)
     home, link = table(uv_node)[0]["path"], uv_node["sglang_install_venv"]

@@ -402,3 +402,14 @@ def test_versions_digests_lists_of_numbers_and_packages():
         "cuda13_driver_packages: item 0 ('nvidia-open; rm -rf /') is not a Debian package name (optionally"
         " =version).",
     ]
+
+
+def test_urls_written_where_everyone_reads_them_hold_no_credentials():
+    assert settings.problems({"cuda13_repo_base_url": "https://u:S3CRET@mirror.example/cuda/repos",
+                              "sglang_model_hf_endpoint": "https://hub.example/?token=S3CRET"}) == [
+        "cuda13_repo_base_url: it holds a user, password or query: apt takes credentials from"
+        " /etc/apt/auth.conf.d, which only root reads; the sources file is readable by everyone.",
+        "sglang_model_hf_endpoint: it holds a user, password or query: the hub's token is sglang_model_hf_token,"
+        " which only root's secrets file holds."]
+    assert settings.problems({"cuda13_repo_base_url": "file:/srv/cuda-repo",
+                              "sglang_model_hf_endpoint": "https://hub.example"}) == []

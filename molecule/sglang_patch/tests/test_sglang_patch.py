@@ -469,29 +469,38 @@ def test_a_tampered_wheel_fails_the_hashes_and_leaves_the_install_untouched():
 
 
 def test_index_credentials_stay_out_of_argv_and_output():
-    """An index URL with a password (never contacted: the lab installs with --no-index) goes to the
-    root-only sources file, and appears nowhere in a -vvv run: not in the remote command lines
-    Ansible prints there, not in a task's output."""
-    secret = "s3cret-lab-password"
-    url = f"http://lab:{secret}@127.0.0.1:9/simple"
+    """Index URLs with a password, a token in the path and one in the query (never contacted: the
+    lab installs with --no-index) go to the root-only sources files, and appear nowhere in a
+    -vvv --diff run: not in the remote command lines Ansible prints there, not in a task's output
+    or diff. The request files beside them are root's alone too."""
+    secrets = ("s3cret-lab-password", "p4th-t0ken-lab", "qu3ry-t0ken-lab")
+    url = f"http://lab:{secrets[0]}@127.0.0.1:9/simple"
+    tokened = f"http://127.0.0.1:9/{secrets[1]}/simple?token={secrets[2]}"
     env = dict(os.environ, ANSIBLE_NOCOLOR="1")
     env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
     env.pop("ANSIBLE_STDOUT_CALLBACK", None)
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-vvv", "-i", INVENTORY, str(SCENARIO / "upgrade.yml"),
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-vvv", "--diff", "-i", INVENTORY,
+         str(SCENARIO / "upgrade.yml"),
          "-e", json.dumps({"sglang_install_version": RELEASE_C, "sglang_install_index_url": url,
-                           "sglang_install_extra_index_urls": [url]})],
+                           "sglang_install_extra_index_urls": [tokened]})],
         env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout[-20000:] + proc.stderr[-5000:]
     # The install ran (the plain request is a release of its own, beside the locked one) and was hidden.
     assert f"Install the pinned SGLang release {RELEASE_C}" in proc.stdout
     assert "the output has been hidden" in proc.stdout
-    assert secret not in proc.stdout + proc.stderr
-    for name, path in ((SM120, f"{VENV}/blackwell-sources.toml"), (SM120, "/opt/sglang/uv/blackwell-sources.conf"),
-                       (SM90, f"{VENV}/blackwell-sources.conf")):
-        assert url in node(name).file(path).content_string, (name, path)
+    assert [secret for secret in secrets if secret in proc.stdout + proc.stderr] == []
+    # uv itself comes from the index alone, without the extra indexes.
+    for name, path, wanted in ((SM120, f"{VENV}/blackwell-sources.toml", [url, tokened]),
+                               (SM120, "/opt/sglang/uv/blackwell-sources.conf", [url]),
+                               (SM90, f"{VENV}/blackwell-sources.conf", [url, tokened])):
+        content = node(name).file(path).content_string
+        assert [u for u in wanted if u not in content] == [], (name, path)
     for name in (SM120, SM90):
         assert probe(name)["version"] == RELEASE_C
+        for request in ("blackwell-requirements.txt", "blackwell-constraints.txt"):
+            found = node(name).file(f"{VENV}/{request}")
+            assert (found.mode, found.user, found.group) == (0o600, "root", "root"), (name, request)
 
 
 def test_a_changed_request_for_the_installed_release_is_installed_beside_it():
