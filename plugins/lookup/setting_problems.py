@@ -71,7 +71,7 @@ _raw:
 from ansible.errors import AnsibleError, AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import TABLE, problems
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import CONTEXT, TABLE, problems
 
 _UNREADABLE = object()
 
@@ -100,7 +100,8 @@ class LookupModule(LookupBase):
         strict = self.get_option('strict')
         values = {}
         for name in TABLE:
-            if not name.startswith(prefixes) or name not in variables:
+            # Read by the formats of every role's settings, whatever the prefixes.
+            if not (name.startswith(prefixes) or name in CONTEXT) or name not in variables:
                 continue
             value = self._value(name, variables[name], strict)
             if value is not _UNREADABLE:

@@ -38,10 +38,12 @@ _SAFE_MODE = re.compile(r"^[0-7][0-7][0145][0145]$")
 
 
 def uv_hashes(inputs):
-    """The hashes pip requires of uv's wheel: the setting's, else the lock's line for uv."""
+    """The hashes pip requires of uv's wheel: the setting's, else the lock's line for uv, else the
+    collection's own for that uv release (vars/main.yml: every uv release it ships as default)."""
     if inputs["uv_sha256"]:
         return [str(digest).lower() for digest in inputs["uv_sha256"]]
-    return pinned_hashes(str(inputs["requirements_lock"] or ""), "uv", str(inputs["uv_version"]))
+    return (pinned_hashes(str(inputs["requirements_lock"] or ""), "uv", str(inputs["uv_version"]))
+            or [str(digest).lower() for digest in (inputs.get("uv_known_sha256") or {}).get(str(inputs["uv_version"]), [])])
 
 
 def _in_use(releases):
@@ -72,10 +74,11 @@ def problems(probe, inputs):
     if lock and (inputs["extras"] or inputs["extra_packages"]):
         found.append("sglang_install_requirements_lock replaces the requirements the role composes: put the extras "
                      "and sglang_install_extra_packages into the lock, with their hashes, and leave both empty")
-    if inputs["installer"] == "uv" and lock and not uv_hashes(inputs):
-        found.append("sglang_install_requirements_lock requires hashes, but uv %s, which enforces them, would be "
-                     "installed unchecked: set sglang_install_uv_sha256 to its wheel's sha256, or pin uv==%s with its "
-                     "hashes in the lock" % (inputs["uv_version"], inputs["uv_version"]))
+    if inputs["installer"] == "uv" and not uv_hashes(inputs):
+        found.append("sglang_install_uv_version %s has no wheel hash in the collection, and uv is never installed "
+                     "unchecked (it runs as root at every install): set sglang_install_uv_sha256 to its wheels' sha256, "
+                     "or pin uv==%s with its hashes in sglang_install_requirements_lock"
+                     % (inputs["uv_version"], inputs["uv_version"]))
     in_use = _in_use(probe.get("releases") or [])
     if keep == "1" and in_use:
         found.append("sglang_install_keep_releases must be at least 2 while a service uses these releases (%s): a "

@@ -84,7 +84,8 @@ EAGLE3_FLAGS = {
 #   paths        a list of such paths
 #   shell_path   an absolute path written unquoted into a shell script (profile.d)
 #   url          a URL in a whitespace-separated field (deb822 URIs, pip's index lists): parsed;
-#                http, https or file, a host for http(s), no whitespace; empty means unset
+#                http, https or file, a host for http(s), no whitespace; empty means unset; plain
+#                http only to loopback or to a host listed in sglang_http_hosts_allowed
 #   url:WHERE    a url written where everyone on the node can read it: no user, password or
 #                query, which CREDENTIAL_HOMES[WHERE] says where to put instead
 #   urls         a list of such URLs
@@ -92,6 +93,8 @@ EAGLE3_FLAGS = {
 #   base_url     empty, or http(s)://host[:port] with no path: an address others append a path
 #                to (SGLang's router: /workers)
 #   host         an address to listen on: an IP address or a host name
+#   hub_repo:REV a Hugging Face repository id; set, the revision in setting REV must be a
+#                40-hexadecimal commit unless sglang_model_allow_moving_revision is true
 #   requirement  a list of requirement or constraint lines: none may be a pip option
 #   account      a user or group name
 #   debs         a list of Debian package names, each optionally =version
@@ -260,13 +263,16 @@ TABLE = {
     "sglang_rollout_lock_path": "path",
     "sglang_rollout_lock_timeout": "int:0:86400",
     "sglang_rollout_lock_break": "line",
+    # Every role's sources: the hosts plain http may fetch from (read by the url formats).
+    "sglang_http_hosts_allowed": "lines",
     # sglang_model: the model's names, where it goes and the hub mirror.
-    "sglang_model_repo_id": "line",
+    "sglang_model_repo_id": "hub_repo:sglang_model_revision",
     "sglang_model_revision": "line",
     "sglang_model_source_path": "line",
     "sglang_model_source_mode": "choice:link|copy",
+    "sglang_model_allow_moving_revision": "bool",
     "sglang_model_dest": "line",
-    "sglang_model_draft_repo_id": "line",
+    "sglang_model_draft_repo_id": "hub_repo:sglang_model_draft_revision",
     "sglang_model_draft_revision": "line",
     "sglang_model_draft_source_path": "line",
     "sglang_model_draft_dest": "line",
@@ -320,6 +326,8 @@ CREDENTIAL_HOMES = {
 # SGLang's own configuration file, read by the launcher: what it sets bypasses the role's judgement.
 CONFIG_FLAG = "--config"
 MAX_TEXT = 1 << 20
+# Settings read by the formats of other roles' settings: judged with whichever role asks.
+CONTEXT = ("sglang_http_hosts_allowed",)
 
 
 def secret(value):
@@ -458,7 +466,14 @@ def _path(name, value, kind, what="it"):
     return []
 
 
-def _url(name, word, what):
+def _loopback(host):
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host.lower().rstrip(".") == "localhost"
+
+
+def _url(name, word, what, settings=None):
     found = _line(name, word, what)
     if found or not word:
         return found
@@ -476,7 +491,30 @@ def _url(name, word, what):
         scheme = parts.scheme if parts is not None else ""
         return [f"{name}: {what} is not an http, https or file URL with a host or a path (its scheme:"
                 f" {scheme!r})."]
+    allowed = [str(h).lower() for h in _words((settings or {}).get("sglang_http_hosts_allowed"))]
+    if parts.scheme == "http" and not _loopback(parts.hostname) and parts.hostname.lower() not in allowed:
+        return [f"{name}: {what} is plain http to {parts.hostname}: anyone on the way could change what is"
+                " downloaded. Use https, or list the host in sglang_http_hosts_allowed if the site trusts"
+                " its network to it."]
     return []
+
+
+def _hub_repo(name, value, revision_name, settings):
+    """A repository to download: its revision (unset is empty) must be a commit, where a branch or
+    a tag would let the weights change under the same settings, unless the site allows that."""
+    text = "" if value is None else str(value)
+    out = _line(name, text)
+    if out or not text:
+        return out
+    revision = str(settings.get(revision_name) or "")
+    if re.fullmatch(r"[0-9a-f]{40}", revision):
+        return []
+    if revision and truthy(settings.get("sglang_model_allow_moving_revision", False)):
+        return []
+    shown = f"{revision!r}, which is not a commit" if revision else "not set"
+    return [f"{revision_name} is {shown}: a branch or a tag moves, and the weights of {text} with it. Give the"
+            " commit (the 40 hexadecimal characters of its revision on the hub), or set"
+            " sglang_model_allow_moving_revision: true to follow a branch."]
 
 
 def _host(name, value):
@@ -586,18 +624,19 @@ def _check(name, kind, value, settings):
     if kind in ("path", "shell_path"):
         return _path(name, value, kind)
     if kind == "url":
-        return _url(name, "" if value is None else str(value), "it")
+        return _url(name, "" if value is None else str(value), "it", settings)
     if kind.startswith("url:"):
         text = "" if value is None else str(value)
-        found = _url(name, text, "it")
+        found = _url(name, text, "it", settings)
         if not found and text and ("@" in urlsplit(text).netloc or urlsplit(text).query):
             found = [f"{name}: it holds a user, password or query: {CREDENTIAL_HOMES[kind[4:]]}."]
         return found
     if kind == "urls":
-        return [m for i, word in enumerate(_words(value)) for m in _url(name, word, f"item {i}")]
+        return [m for i, word in enumerate(_words(value)) for m in _url(name, word, f"item {i}", settings)]
     if kind == "links":
         return [m for i, word in enumerate(_words(value))
-                for m in (_path(name, word, "path", f"item {i}") if word.startswith("/") else _url(name, word, f"item {i}"))]
+                for m in (_path(name, word, "path", f"item {i}") if word.startswith("/")
+                          else _url(name, word, f"item {i}", settings))]
     if kind == "base_url":
         text = "" if value is None else str(value)
         if text and not BASE_URL.fullmatch(text):
@@ -606,6 +645,8 @@ def _check(name, kind, value, settings):
         return []
     if kind == "host":
         return _host(name, value)
+    if kind.startswith("hub_repo:"):
+        return _hub_repo(name, value, kind.split(":", 1)[1], settings)
     if kind == "debs":
         return [f"{name}: item {i} ({word!r}) is not a Debian package name (optionally =version)."
                 for i, word in enumerate(_words(value))

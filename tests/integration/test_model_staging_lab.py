@@ -182,7 +182,7 @@ def test_a_hub_download_keeps_the_token_off_every_command_line_log_and_file(lab,
     since = on_node("date '+%Y-%m-%d %H:%M:%S'").strip()
     settings = tmp_path / "secrets.yml"
     settings.write_text(json.dumps({
-        "sglang_model_repo_id": "lab/tiny", "sglang_model_revision": "main",
+        "sglang_model_repo_id": "lab/tiny", "sglang_model_revision": "main", "sglang_model_allow_moving_revision": True,
         "sglang_model_hf_endpoint": f"http://127.0.0.1:{HUB_PORT}", "sglang_model_venv": HUB_CLIENT,
         "sglang_service_model_path": "lab/tiny",
         "sglang_service_hf_token": HF_TOKEN, "sglang_service_api_key": API_KEY}))

@@ -216,19 +216,22 @@ def test_sglang_install_refuses_a_wheelhouse_others_can_write(tmp_path):
     assert tree(node) == before
 
 
-def test_sglang_install_refuses_a_lock_whose_enforcer_would_go_unchecked(tmp_path):
-    """A lock asks for hashes; uv, which enforces them, would be installed without one (the lock
-    pins another uv, the setting is empty). A digest that is not sha256 is refused by value."""
+def test_sglang_install_refuses_a_uv_it_cannot_check(tmp_path):
+    """uv runs as root at every install: a uv release whose wheel hashes neither the collection,
+    the setting nor the lock gives (the lock pins another uv) is refused. A digest that is not
+    sha256 is refused by value."""
     node = tmp_path / "node"
     node.mkdir()
     lock = f"sglang==0.5.23 \\\n    --hash=sha256:{'a' * 64}\nuv==0.13.8 \\\n    --hash=sha256:{'b' * 64}\n"
     common = dict(sglang_install_version="0.5.23", sglang_install_venv=str(node / "current"),
                   sglang_install_releases_dir=str(node / "releases"))
-    tasks = run_role(tmp_path, "sglang_install", sglang_install_requirements_lock=lock, **common)
+    tasks = run_role(tmp_path, "sglang_install", sglang_install_requirements_lock=lock,
+                     sglang_install_uv_version="0.13.7", **common)
     assert [(name, res["msg"]) for name, res in tasks if res.get("failed")] == [(
         "Refuse settings and a node the install cannot work with",
-        "sglang_install_requirements_lock requires hashes, but uv 0.13.9, which enforces them, would be installed"
-        " unchecked: set sglang_install_uv_sha256 to its wheel's sha256, or pin uv==0.13.9 with its hashes in the lock",
+        "sglang_install_uv_version 0.13.7 has no wheel hash in the collection, and uv is never installed unchecked"
+        " (it runs as root at every install): set sglang_install_uv_sha256 to its wheels' sha256, or pin uv==0.13.7"
+        " with its hashes in sglang_install_requirements_lock",
     )]
     tasks = run_role(tmp_path, "sglang_install", sglang_install_requirements_lock=lock,
                      sglang_install_uv_sha256=["c" * 64, "sha256:" + "d" * 64, "e" * 40], **common)

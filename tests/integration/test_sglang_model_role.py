@@ -20,6 +20,9 @@ pytestmark = pytest.mark.slow
 ROLE = "blackwell.sglang.sglang_model : "
 
 
+# A commit to download at: a revision that cannot move.
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
 def run_role(tmp_path: Path, *args: str, expect_rc: int = 0, **role_vars):
     play = [{
         "name": "Stage the model",
@@ -195,7 +198,7 @@ def test_a_source_that_cannot_be_staged_is_refused_with_nothing_changed(tmp_path
     [
         ({}, 'sglang_model: set exactly one of sglang_model_repo_id and sglang_model_source_path '
              '(repo_id "", source_path ""). Nothing was changed.'),
-        ({"sglang_model_repo_id": "org/m", "sglang_model_source_path": "/mnt/m"},
+        ({"sglang_model_repo_id": "org/m", "sglang_model_revision": COMMIT, "sglang_model_source_path": "/mnt/m"},
          'sglang_model: set exactly one of sglang_model_repo_id and sglang_model_source_path '
          '(repo_id "org/m", source_path "/mnt/m"). Nothing was changed.'),
         ({"sglang_model_source_path": "models/m"},
@@ -204,7 +207,7 @@ def test_a_source_that_cannot_be_staged_is_refused_with_nothing_changed(tmp_path
           "sglang_model_draft_dest": "d"},
          'sglang_model: sglang_model_draft_source_path must be an absolute path, not "drafts/d"; '
          'sglang_model_draft_dest must be an absolute path, not "d". Nothing was changed.'),
-        ({"sglang_model_source_path": "/mnt/m", "sglang_model_draft_repo_id": "org/d",
+        ({"sglang_model_source_path": "/mnt/m", "sglang_model_draft_repo_id": "org/d", "sglang_model_draft_revision": COMMIT,
           "sglang_model_draft_source_path": "/mnt/d"},
          'sglang_model: set at most one of sglang_model_draft_repo_id and sglang_model_draft_source_path '
          '(repo_id "org/d", source_path "/mnt/d"). Nothing was changed.'),
@@ -215,10 +218,30 @@ def test_bad_settings_are_refused(tmp_path, settings, message):
     assert failures(tasks) == [message]
 
 
+def test_a_revision_that_moves_is_refused_unless_the_site_allows_it(tmp_path):
+    """A repository is downloaded at a commit: unset, a branch or a tag is refused naming the
+    setting, before anything is staged; sglang_model_allow_moving_revision lets a branch pass."""
+    cache = tmp_path / "hub"
+    tasks = run_role(tmp_path, expect_rc=2, sglang_model_repo_id="org/tiny", sglang_model_draft_repo_id="org/d",
+                     sglang_model_revision="main", sglang_model_hf_cache=str(cache))
+    assert failures(tasks) == [
+        "sglang_model: sglang_model_revision is 'main', which is not a commit: a branch or a tag moves, and the weights"
+        " of org/tiny with it. Give the commit (the 40 hexadecimal characters of its revision on the hub), or set"
+        " sglang_model_allow_moving_revision: true to follow a branch. sglang_model: sglang_model_draft_revision is"
+        " not set: a branch or a tag moves, and the weights of org/d with it. Give the commit (the 40 hexadecimal"
+        " characters of its revision on the hub), or set sglang_model_allow_moving_revision: true to follow a"
+        " branch. Nothing was changed."]
+    assert not cache.exists()
+    # Allowed by name, the branch goes on to the staging (a check: nothing is downloaded).
+    check = run_role(tmp_path, "--check", sglang_model_repo_id="org/tiny", sglang_model_revision="main",
+                     sglang_model_allow_moving_revision=True, sglang_model_hf_cache=str(cache))
+    assert failures(check) == []
+
+
 def test_hub_mode_check_reports_a_model_missing_from_the_cache(tmp_path):
     cache = tmp_path / "hub"
     settings = {"sglang_model_repo_id": "org/tiny", "sglang_model_revision": "main",
-                "sglang_model_hf_cache": str(cache)}
+                "sglang_model_allow_moving_revision": True, "sglang_model_hf_cache": str(cache)}
     check = run_role(tmp_path, "--check", **settings)
     assert result(check, "Report the model as missing or incomplete")["msg"] == (
         f"sglang_model: not staged: org/tiny at main is not in the cache {cache}"

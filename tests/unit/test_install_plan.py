@@ -51,6 +51,7 @@ def settings(root: Path, **changes) -> dict:
     values.update({f"sglang_install_{key}": value for key, value in changes.items()})
     release = f"{values['sglang_install_releases_dir']}/{values['sglang_install_version']}"
     values["__sglang_install_release_dir"] = release
+    values["__sglang_install_uv_known_sha256"] = VARS["__sglang_install_uv_known_sha256"]
     for name in ("__sglang_install_uv_bin", "__sglang_install_constraints_file", "__sglang_install_requirements_file",
                  "__sglang_install_sources_file", "__sglang_install_uv_sources_file"):
         values[name] = _render(VARS[name], values)
@@ -359,7 +360,10 @@ def test_the_install_commands_hold_paths_and_switches_only(uv_node):
         uv_node["__sglang_install_uv_bin"], "--config-file", f"{release}/blackwell-sources.toml", "pip", "install",
         "--python", f"{release}/bin/python", "--compile-bytecode", "--constraint", f"{release}/blackwell-constraints.txt",
         "-r", f"{release}/blackwell-requirements.txt"]
-    assert got["uv"]["argv"][-1] == f"uv=={UV}" and got["uv"]["stdin"] == ""
+    # uv is never installed unchecked: by default with the collection's hashes of its wheels.
+    known = VARS["__sglang_install_uv_known_sha256"][UV]
+    assert got["uv"]["argv"][-3:] == ["--require-hashes", "-r", "/dev/stdin"]
+    assert got["uv"]["stdin"] == " ".join([f"uv=={UV}"] + [f"--hash=sha256:{digest}" for digest in known])
     values = dict(uv_node, sglang_install_installer="pip", sglang_install_compile_bytecode=False,
                   sglang_install_no_index="yes", sglang_install_no_deps=True,
                   sglang_install_requirements_lock=f"sglang=={VERSION} --hash=sha256:{'a' * 64}\n"
@@ -378,3 +382,18 @@ def test_the_read_is_not_changed_by_planning(uv_node):
     kept = copy.deepcopy(probe)
     planned(uv_node, probe)
     assert probe == kept
+
+
+def test_every_default_uv_release_has_its_wheel_hashes_and_another_needs_them_given(uv_node):
+    """The default uv release's Linux wheels (x86_64 and aarch64) are hashed in the collection; a
+    release it does not know is refused unless the settings or the lock give the hashes."""
+    known = VARS["__sglang_install_uv_known_sha256"]
+    assert UV in known and len(known[UV]) == 4
+    assert all(len(digest) == 64 and int(digest, 16) >= 0 for digest in known[UV])
+    other = dict(uv_node, sglang_install_uv_version="0.13.8")
+    assert problems(read(uv_node), inputs(other)) == [
+        "sglang_install_uv_version 0.13.8 has no wheel hash in the collection, and uv is never installed unchecked"
+        " (it runs as root at every install): set sglang_install_uv_sha256 to its wheels' sha256, or pin"
+        " uv==0.13.8 with its hashes in sglang_install_requirements_lock"]
+    assert problems(read(uv_node), inputs(dict(other, sglang_install_uv_sha256=["c" * 64]))) == []
+    assert problems(read(uv_node), inputs(dict(other, sglang_install_installer="pip"))) == []

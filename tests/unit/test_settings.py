@@ -37,7 +37,8 @@ def test_every_row_names_a_documented_setting():
     example = (ROOT / "inventories" / "example" / "group_vars" / "sglang_nodes.yml").read_text()
     node_play = (ROOT / "playbooks" / "node.yml").read_text()
     assert [name for name in settings.TABLE if not re.search(rf"^\s+{name}:", specs, re.M)
-            and not (name.startswith("sglang_rollout_") and f"# {name}:" in example and name in node_play)] == []
+            and not (name.startswith("sglang_rollout_") and f"# {name}:" in example and name in node_play)
+            and not (name in settings.CONTEXT and f"# {name}:" in example)] == []
 
 
 @pytest.mark.parametrize("name", ["sglang_service_api_key", "sglang_service_hf_token"])
@@ -349,7 +350,7 @@ def test_booleans(value, ok):
 
 
 @pytest.mark.parametrize("url, ok", [
-    ("https://mirror.example/simple", True), ("http://10.0.0.1:8080/simple", True), ("file:///srv/wheels", True),
+    ("https://mirror.example/simple", True), ("http://127.0.0.1:8080/simple", True), ("file:///srv/wheels", True),
     ("", True), ("http://", False), ("ftp://mirror.example/pub", False), ("mirror.example/simple", False),
     ("http://mirror.example:port/", False), ("file://", False)])
 def test_urls_are_parsed(url, ok):
@@ -413,3 +414,29 @@ def test_urls_written_where_everyone_reads_them_hold_no_credentials():
         " which only root's secrets file holds."]
     assert settings.problems({"cuda13_repo_base_url": "file:/srv/cuda-repo",
                               "sglang_model_hf_endpoint": "https://hub.example"}) == []
+
+
+@pytest.mark.parametrize("url, allowed, ok", [
+    ("http://mirror.lan/simple", [], False), ("http://mirror.lan/simple", ["mirror.lan"], True),
+    ("http://MIRROR.lan:8080/simple", ["mirror.lan"], True), ("http://127.0.0.1:9/simple", [], True),
+    ("http://[::1]:9/simple", [], True), ("http://localhost/simple", [], True), ("https://mirror.lan/simple", [], True)])
+def test_plain_http_only_to_loopback_or_a_host_the_site_names(url, allowed, ok):
+    found = settings.problems({"sglang_install_extra_index_urls": [url], "sglang_http_hosts_allowed": allowed})
+    assert found == ([] if ok else [
+        "sglang_install_extra_index_urls: item 0 is plain http to mirror.lan: anyone on the way could change what is"
+        " downloaded. Use https, or list the host in sglang_http_hosts_allowed if the site trusts its network to it."])
+
+
+def test_a_repository_is_downloaded_at_a_commit_unless_the_site_allows_a_branch():
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    assert settings.problems({"sglang_model_repo_id": "org/m", "sglang_model_revision": commit}) == []
+    assert settings.problems({"sglang_model_repo_id": "org/m", "sglang_model_revision": "v1.0",
+                              "sglang_model_allow_moving_revision": True}) == []
+    assert settings.problems({"sglang_model_repo_id": "", "sglang_model_revision": "main"}) == []
+    assert settings.problems({"sglang_model_repo_id": "org/m", "sglang_model_revision": commit.upper()}) == [
+        f"sglang_model_revision is '{commit.upper()}', which is not a commit: a branch or a tag moves, and the"
+        " weights of org/m with it. Give the commit (the 40 hexadecimal characters of its revision on the hub), or"
+        " set sglang_model_allow_moving_revision: true to follow a branch."]
+    # Allowed to move, a revision must still be given.
+    assert len(settings.problems({"sglang_model_draft_repo_id": "org/d",
+                                  "sglang_model_allow_moving_revision": True})) == 1
