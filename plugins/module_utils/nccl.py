@@ -20,6 +20,8 @@ import subprocess
 import tempfile
 import time
 
+from ansible_collections.blackwell.sglang.plugins.module_utils import sandbox_run
+
 # Marks the one line of the payload's stdout that is the report; NCCL and torch may print
 # their own lines around it.
 REPORT_KEY = "nccl_smoke"
@@ -280,40 +282,56 @@ def failure_message(report=None, timed_out=False, timeout=None, rc=None, stderr=
     return "the NCCL all-reduce failed: %s" % (report.get("error") or "no result")
 
 
-def run(python, sizes_kib, iterations=20, warmup=5, timeout=DEFAULT_TIMEOUT, environment=None):
+def run(python, sizes_kib, iterations=20, warmup=5, timeout=DEFAULT_TIMEOUT, environment=None, sandbox=None):
     """Run the payload with PYTHON under a hard TIMEOUT, and return a dict:
     rc, stdout, stderr, timed_out, seconds. On timeout the payload's whole process group
-    (its spawned ranks included) is killed."""
-    env = dict(os.environ)
-    env.update(dict((str(k), str(v)) for k, v in (environment or {}).items()))
-    env["PYTHONUNBUFFERED"] = "1"
+    (its spawned ranks included) is killed. With SANDBOX (user, group, properties) it runs as
+    that account in a transient systemd service with those properties, never as the caller:
+    a release's code (its site-packages, any .pth file there) runs only inside the sandbox."""
+    extra = dict((str(k), str(v)) for k, v in (environment or {}).items())
+    extra["PYTHONUNBUFFERED"] = "1"
     options = {
         "sizes": [int(kib) * 1024 for kib in sizes_kib],
         "iterations": int(iterations),
         "warmup": int(warmup),
     }
-    work_dir = tempfile.mkdtemp(prefix="nccl-smoke-run-")
+    # The payload file must be readable by the sandbox's account; its run writes only to the
+    # private /tmp of its unit (the payload's own temporary directory).
+    work_dir = tempfile.mkdtemp(prefix="nccl-smoke-run-", dir="/run" if sandbox else None)
     script = os.path.join(work_dir, "nccl_smoke_payload.py")
     with open(script, "w") as handle:
         handle.write(PAYLOAD)
+    unit = None
+    if sandbox:
+        os.chmod(work_dir, 0o755)
+        os.chmod(script, 0o644)
     started = time.time()
     if os.sep in python:
         python = os.path.abspath(python)
+    argv = [python, script, json.dumps(options)]
+    env = dict(os.environ, **extra)
+    if sandbox:
+        unit = sandbox_run.unit_name("nccl-smoke")
+        argv = sandbox_run.argv(unit, sandbox, extra, argv, timeout)
+        env = dict(os.environ)
     try:
         # A session of its own, so the group holds the payload and every rank it spawns, and the
         # whole group can be killed at the timeout: run_command has neither.
         proc = subprocess.Popen(  # pylint: disable=ansible-bad-function
-            [python, script, json.dumps(options)], cwd=work_dir, env=env,
+            argv, cwd=work_dir, env=env,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         shutil.rmtree(work_dir, ignore_errors=True)
-        return {"rc": None, "stdout": "", "stderr": "cannot run %s: %s" % (python, exc.strerror),
+        return {"rc": None, "stdout": "", "stderr": "cannot run %s: %s" % (argv[0], exc.strerror),
                 "timed_out": False, "seconds": 0.0}
     timed_out = False
     try:
-        stdout, stderr = proc.communicate(timeout=timeout)
+        stdout, stderr = proc.communicate(timeout=timeout + (10 if sandbox else 0))
     except subprocess.TimeoutExpired:
         timed_out = True
+        if unit:
+            subprocess.call(["systemctl", "kill", "--signal=SIGKILL", unit],  # pylint: disable=ansible-bad-function
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
@@ -321,6 +339,9 @@ def run(python, sizes_kib, iterations=20, warmup=5, timeout=DEFAULT_TIMEOUT, env
         stdout, stderr = proc.communicate()
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
+    if sandbox and not timed_out and time.time() - started >= timeout:
+        # systemd stopped it at RuntimeMaxSec.
+        timed_out = True
     return {
         "rc": proc.returncode,
         "stdout": stdout.decode("utf-8", "replace"),

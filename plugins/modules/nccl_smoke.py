@@ -56,6 +56,28 @@ options:
         the module's own environment.
     type: dict
     default: {}
+  sandbox:
+    description:
+      - Run the test as this account inside a transient systemd service with these properties
+        (C(systemd-run)), never as the module's user: the Python's packages (a new release's,
+        any C(.pth) file among them) then run only as the engine would, in its sandbox.
+      - Without it, the test runs as the module's user; the role C(blackwell.sglang.sglang_service)
+        always gives the engine's account and sandbox.
+    type: dict
+    suboptions:
+      user:
+        description: The account the test runs as.
+        type: str
+        required: true
+      group:
+        description: Its group.
+        type: str
+        required: true
+      properties:
+        description: Unit properties of the sandbox, C(Key=Value) each (the engine unit's).
+        type: list
+        elements: str
+        default: []
   capability_majors:
     description:
       - The compute capability majors of the node's GPUs (gpu_facts' C(capability_majors)), against
@@ -177,6 +199,11 @@ def main():
             warmup=dict(type="int", default=5),
             timeout=dict(type="int", default=nccl.DEFAULT_TIMEOUT),
             environment=dict(type="dict", default={}),
+            sandbox=dict(type="dict", options=dict(
+                user=dict(type="str", required=True),
+                group=dict(type="str", required=True),
+                properties=dict(type="list", elements="str", default=[]),
+            )),
             capability_majors=dict(type="list", elements="int", default=[]),
             fail_on_error=dict(type="bool", default=True),
         ),
@@ -189,7 +216,7 @@ def main():
         module.fail_json(msg="iterations and timeout must be at least 1, warmup at least 0")
 
     outcome = nccl.run(params["python"], params["sizes_kib"], params["iterations"],
-                       params["warmup"], params["timeout"], params["environment"])
+                       params["warmup"], params["timeout"], params["environment"], params["sandbox"])
     report = None
     if not outcome["timed_out"]:
         try:

@@ -68,9 +68,32 @@ options:
     type: path
   hf_endpoint:
     description:
-      - A hub mirror (C(HF_ENDPOINT)); empty means huggingface.co.
+      - A hub mirror (C(HF_ENDPOINT)); empty means huggingface.co. It reaches the download on
+        its standard input, with the token.
     type: str
     default: ""
+  sandbox:
+    description:
+      - Run the download as O(user) inside a transient systemd service with these properties
+        (C(systemd-run)), so the venv's Python never starts as root: its packages (a new
+        release's, any C(.pth) file among them) run only as the account, in the sandbox. The
+        properties must let it write O(cache_dir).
+      - Without it, the download starts as the module's user and drops to O(user) itself.
+    type: dict
+    suboptions:
+      user:
+        description: The account the download runs as (O(user)).
+        type: str
+        required: true
+      group:
+        description: Its group.
+        type: str
+        required: true
+      properties:
+        description: Unit properties of the sandbox, C(Key=Value) each.
+        type: list
+        elements: str
+        default: []
 attributes:
   check_mode:
     support: none
@@ -106,8 +129,11 @@ files:
 
 import json
 import os
+import shutil
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.blackwell.sglang.plugins.module_utils import sandbox_run
 
 # The child: runs with the venv's Python, reads its request (token included) from standard input
 # as root, drops to the account, downloads, prints one JSON line.
@@ -117,11 +143,15 @@ from fnmatch import fnmatch
 
 request = json.loads(sys.stdin.read())
 account = pwd.getpwnam(request["user"])
+# Run by the module as the account already, in its sandbox; dropped here only where run otherwise.
 if os.getuid() == 0 and account.pw_uid != 0:
     os.setgroups([])
     os.setgid(account.pw_gid)
     os.setuid(account.pw_uid)
 os.environ["HOME"] = account.pw_dir
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+if request.get("endpoint"):
+    os.environ["HF_ENDPOINT"] = request["endpoint"]
 from huggingface_hub import HfApi, snapshot_download
 
 token = request["token"] or False
@@ -167,13 +197,9 @@ def token_from_env_file(path):
     return None
 
 
-def child_environment(endpoint):
-    """The child's environment: no token, no telemetry, the mirror when one is set."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HF_HUB_DISABLE_TELEMETRY": "1",
-           "LANG": "C.UTF-8"}
-    if endpoint:
-        env["HF_ENDPOINT"] = endpoint
-    return env
+def child_environment():
+    """The child's environment: no token, no telemetry (the mirror comes with the request)."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HF_HUB_DISABLE_TELEMETRY": "1", "LANG": "C.UTF-8"}
 
 
 def main():
@@ -188,20 +214,38 @@ def main():
             hf_token=dict(type="str", default="", no_log=True),
             env_file=dict(type="path"),
             hf_endpoint=dict(type="str", default=""),
+            sandbox=dict(type="dict", options=dict(
+                user=dict(type="str", required=True),
+                group=dict(type="str", required=True),
+                properties=dict(type="list", elements="str", default=[]),
+            )),
         ),
         supports_check_mode=False,
     )
     params = module.params
     token = params["hf_token"] or token_from_env_file(params["env_file"]) or ""
-    child = os.path.join(module.tmpdir, "hf_download.py")
+    # Sandboxed, the script goes where the account can read it (not root's temporary directory).
+    work = tempfile.mkdtemp(prefix="sglang-model-download-", dir="/run" if params["sandbox"] else module.tmpdir)
+    child = os.path.join(work, "hf_download.py")
     with open(child, "w") as handle:
         handle.write(CHILD)
     request = {key: params[key] for key in ("user", "repo_id", "revision", "cache_dir", "allow_patterns")}
     request["token"] = token
-    rc, out, err = module.run_command(
-        [params["python"], "-I", child], data=json.dumps(request), binary_data=True,
-        environ_update=child_environment(params["hf_endpoint"]),
-    )
+    # On standard input with the token: nothing of the request is on a command line.
+    request["endpoint"] = params["hf_endpoint"]
+    command = [params["python"], "-I", child]
+    if params["sandbox"]:
+        # The release's Python (its site-packages, any .pth there) starts as the account, inside
+        # the sandbox, never as root.
+        os.chmod(work, 0o755)
+        os.chmod(child, 0o644)
+        command = sandbox_run.argv(sandbox_run.unit_name("model-download"), params["sandbox"],
+                                   {"LANG": "C.UTF-8"}, command)
+    try:
+        rc, out, err = module.run_command(command, data=json.dumps(request), binary_data=True,
+                                          environ_update=child_environment())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     if token:
         # What huggingface_hub prints never carries the token; this makes sure of it.
         out, err = out.replace(token, "********"), err.replace(token, "********")

@@ -53,7 +53,10 @@ def smoke_tasks(tmp_path: Path, majors: list, *args: str, expect_rc: int = 0) ->
         {"name": "Run the smoke test tasks of sglang_service", "ansible.builtin.include_role": {
             "name": "blackwell.sglang.sglang_service", "tasks_from": "nccl_smoke"}}]}]
     extra = {"sglang_service_venv": str(venv), "sglang_service_env_file": str(tmp_path / "etc" / "sglang.env"),
-             "sglang_service_gpu": {"present": True, "count": 2, "capability_majors": majors}}
+             "sglang_service_gpu": {"present": True, "count": 2, "capability_majors": majors},
+             # No systemd here to start the sandbox's transient unit: the stand-in runs directly.
+             # The lab runs the test in it (molecule/sglang_service: a release's code never as root).
+             "__sglang_service_nccl_smoke_sandbox": None}
     (tmp_path / "etc").mkdir(exist_ok=True)
     tasks = local_play_tasks(tmp_path, play, "-e", json.dumps(extra), *args, expect_rc=expect_rc)
     return {name.split(" : ", 1)[-1]: result for name, result in tasks}

@@ -75,3 +75,39 @@ def test_the_payload_runs_with_the_sizes_asked_for(tmp_path):
     python.chmod(0o755)
     outcome = nccl.run(str(python), [64, 262144], iterations=7, warmup=2)
     assert outcome["stdout"] == '{"sizes": [65536, 268435456], "iterations": 7, "warmup": 2}\n'
+
+
+def test_with_a_sandbox_the_payload_runs_as_the_account_in_a_transient_unit(monkeypatch):
+    """systemd-run, not the python, is what the runner starts: as the account, with the sandbox's
+    properties and the environment on its command line, systemd's own timeout, and the payload
+    where the account can read it. (The lab runs it for real: molecule/sglang_service.)"""
+    seen = {}
+
+    class Started:
+        pid = returncode = 0
+
+        def __init__(self, argv, **kwargs):
+            seen["argv"], seen["cwd"] = argv, kwargs["cwd"]
+            seen["script_mode"] = oct(os.stat(argv[-2]).st_mode & 0o777)
+            seen["dir_mode"] = oct(os.stat(kwargs["cwd"]).st_mode & 0o777)
+
+        def communicate(self, timeout=None):
+            seen["timeout"] = timeout
+            return b"", b""
+
+    monkeypatch.setattr(nccl.subprocess, "Popen", Started)
+    made = nccl.tempfile.mkdtemp
+    # /run is the node's: here the same directory is made under the test's own temporary root.
+    monkeypatch.setattr(nccl.tempfile, "mkdtemp", lambda prefix, dir=None: made(prefix=prefix))
+    sandbox = {"user": "sglang", "group": "sglang", "properties": ["NoNewPrivileges=yes", "ProtectSystem=strict"]}
+    nccl.run("/opt/sglang/current/bin/python", [64], timeout=30, environment={"NCCL_DEBUG": "WARN"}, sandbox=sandbox)
+    argv = seen["argv"]
+    assert argv[:6] == ["systemd-run", "--quiet", "--wait", "--pipe", "--collect", "--service-type=exec"]
+    assert argv[6].startswith("--unit=blackwell-sglang-nccl-smoke-") and argv[6].endswith(".service")
+    assert argv[7:14] == ["--property=User=sglang", "--property=Group=sglang", "--property=RuntimeMaxSec=30",
+                          "--property=NoNewPrivileges=yes", "--property=ProtectSystem=strict",
+                          "--setenv=NCCL_DEBUG=WARN", "--setenv=PYTHONUNBUFFERED=1"]
+    assert argv[14:16] == ["--", "/opt/sglang/current/bin/python"]
+    assert argv[16].endswith("/nccl_smoke_payload.py")
+    assert (seen["script_mode"], seen["dir_mode"]) == ("0o644", "0o755")
+    assert seen["timeout"] > 30

@@ -251,7 +251,9 @@ def test_refuses_a_flag_the_release_does_not_have(node):
 # A stand-in for GPUs whose NCCL all-reduce hangs (no GPU exists here): a torch package whose
 # import never returns, put first on the smoke test's PYTHONPATH. The smoke test's own hard
 # timeout then kills it, as it would kill an all-reduce stuck behind the IOMMU or PCIe ACS.
-HANGING_TORCH = "/var/tmp/hanging-torch"
+# Outside /tmp and /var/tmp, which the smoke test's sandbox makes private: where the service
+# account can read them.
+HANGING_TORCH = "/usr/local/lib/hanging-torch"
 NCCL_RECORD = "/etc/sglang/nccl-smoke.json"
 
 
@@ -314,8 +316,9 @@ def test_gpus_that_cannot_all_reduce_stop_the_restart_and_put_the_unit_back(node
 # A stand-in torch (no GPU exists here) that writes down the NCCL setting its process was given,
 # then fails to import: the smoke test reports torch missing and the restart goes on, which leaves
 # the file as the proof of what environment the test ran with.
-NCCL_ENV_TORCH = "/var/tmp/nccl-env-torch"
-NCCL_ENV_SEEN = "/var/tmp/nccl-env-seen"
+NCCL_ENV_TORCH = "/usr/local/lib/nccl-env-torch"
+# In the service's home, the one place its sandbox lets it write.
+NCCL_ENV_SEEN = "/var/lib/sglang/nccl-env-seen"
 
 
 def test_the_nccl_environment_reaches_the_engine_and_the_smoke_test(node):
@@ -346,6 +349,41 @@ def test_the_nccl_environment_reaches_the_engine_and_the_smoke_test(node):
     proc = run_playbook(CONVERGE, "--limit", name)
     assert proc.returncode == 0, proc.stdout[-5000:]
     assert "NCCL_P2P_DISABLE" not in host.file(UNIT).content_string
+
+
+# Where a .pth file planted in a release leaves its marks: writable by everyone, one file named by
+# the uid of each process that started the release's Python.
+PTH_MARKS = "/var/lib/pth-marks"
+
+
+def test_a_releases_code_never_runs_as_root_before_its_gate(node):
+    """A .pth file in the release's site-packages runs in every Python started from that venv.
+    Planted there, and a restart asked for (a new served name: the NCCL smoke test runs first,
+    then the engine), its marks name the service account only: the smoke test ran the release's
+    Python as that account, in a transient unit with the engine's sandbox, never as root."""
+    name, host = node
+    if name != "sglang_service-old":
+        pytest.skip("one node is enough: the smoke test runs the same way on both")
+    site = host.check_output("ls -d /opt/sglang/current/lib/python3*/site-packages")
+    pth = f"{site}/zz-pth-mark.pth"
+    source = f"import os; open('{PTH_MARKS}/uid-%d' % os.getuid(), 'a').close()"
+    host.run_expect([0], f"install -d -m 1777 {PTH_MARKS} && printf '%s\\n' {shlex.quote(source)} > {pth}")
+    try:
+        proc = run_playbook(CONVERGE, "--limit", name, extra_vars={"sglang_service_served_model_name": "marked"})
+        assert proc.returncode == 0, proc.stdout[-5000:]
+        # The smoke test ran (its task's first result line for the node is not a skip).
+        task = proc.stdout.split("TASK [blackwell.sglang.sglang_service : Run the NCCL all-reduce smoke test with"
+                                 " the venv's torch]", 1)[1]
+        outcome = next(line for line in task.splitlines() if line.startswith(("ok:", "skipping:", "fatal:")))
+        assert outcome.startswith(f"ok: [{name}]"), task[:2000]
+        marks = host.check_output(f"ls {PTH_MARKS}").split()
+        uid = host.check_output("id -u sglang").strip()
+        assert "uid-0" not in marks, marks
+        assert f"uid-{uid}" in marks, marks
+    finally:
+        host.run(f"rm -rf {pth} {PTH_MARKS}")
+    proc = run_playbook(CONVERGE, "--limit", name)
+    assert proc.returncode == 0, proc.stdout[-5000:]
 
 
 # What the last smoke test left on a node, as the real payload reported it on a host with two
