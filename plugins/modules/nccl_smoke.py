@@ -59,7 +59,7 @@ options:
   sandbox:
     description:
       - Run the test as this account inside a transient systemd service with these properties
-        (C(systemd-run)), never as the module's user: the Python's packages (a new release's,
+        (C(systemd-run)), never as the module's user; the Python's packages (a new release's,
         any C(.pth) file among them) then run only as the engine would, in its sandbox.
       - Without it, the test runs as the module's user; the role C(blackwell.sglang.sglang_service)
         always gives the engine's account and sandbox.

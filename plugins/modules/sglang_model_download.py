@@ -75,7 +75,7 @@ options:
   sandbox:
     description:
       - Run the download as O(user) inside a transient systemd service with these properties
-        (C(systemd-run)), so the venv's Python never starts as root: its packages (a new
+        (C(systemd-run)), so the venv's Python never starts as root; its packages (a new
         release's, any C(.pth) file among them) run only as the account, in the sandbox. The
         properties must let it write O(cache_dir).
       - Without it, the download starts as the module's user and drops to O(user) itself.

@@ -18,10 +18,9 @@ from conftest import local_play_tasks
 pytestmark = pytest.mark.slow
 
 ROLE = "blackwell.sglang.sglang_model : "
-
-
 # A commit to download at: a revision that cannot move.
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
 
 def run_role(tmp_path: Path, *args: str, expect_rc: int = 0, **role_vars):
     play = [{
