@@ -114,6 +114,10 @@ def release(inputs, worker_list, setting_problems=None):
     found = list(setting_problems or []) + list(worker_list.get("problems") or [])
     # The version's format and the policy's words are the settings table's (settings.TABLE), judged
     # with every other router setting before this plan (roles/sglang_router/tasks/validate.yml).
+    if "hashes" in inputs and not inputs["hashes"]:
+        found.append("sglang_router: sglang-router %s has no wheel hash in the collection, and the router is never "
+                     "installed unchecked: set sglang_router_sha256 to its wheels' sha256. Nothing was changed."
+                     % _text(inputs["version"]))
     engine_key = _text(worker_list.get("key"))
     key = _text(inputs["api_key"]) or engine_key
     if "\n" in key or "\r" in key or "\x00" in key:

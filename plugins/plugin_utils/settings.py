@@ -239,6 +239,7 @@ TABLE = {
     # sglang_router: its unit, its sources, its workers.
     "sglang_router_state": "choice:present|absent",
     "sglang_router_version": "match:release",
+    "sglang_router_sha256": "matches:sha256",
     "sglang_router_home": "path",
     "sglang_router_index_url": "url",
     "sglang_router_find_links": "links",

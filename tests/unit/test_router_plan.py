@@ -12,7 +12,7 @@ ENGINES = {name: {"sglang_service_host": "0.0.0.0", "sglang_service_port": 30000
                   "sglang_service_api_key": "k"} for i, name in enumerate(HOSTS[1:], start=1)}
 INPUTS = {"version": "0.3.2", "policy": "cache_aware", "api_key": "", "host": "0.0.0.0",
           "port": 30100, "allow_unauthenticated": False, "metrics_host": "0.0.0.0", "metrics_port": 29000,
-          "request_timeout": 1800, "shutdown_grace": 180, "extra_args": []}
+          "request_timeout": 1800, "shutdown_grace": 180, "extra_args": [], "hashes": ["ab" * 32]}
 
 
 def test_each_engine_is_a_worker_at_the_address_and_port_it_listens_on():
@@ -191,3 +191,21 @@ def test_the_version_and_policy_are_the_settings_tables():
     assert settings.problems({"sglang_router_version": "latest", "sglang_router_policy": "fastest"}) == [
         "sglang_router_version: must be an exact release such as 0.5.23, got 'latest'.",
         "sglang_router_policy: must be one of cache_aware, round_robin, random, power_of_two, got 'fastest'."]
+
+
+def test_a_release_without_wheel_hashes_is_refused():
+    got = release(dict(INPUTS, version="0.3.1", hashes=[]), workers(ENGINES, ["node1"], "router", HOSTS))
+    assert got["problems"] == [
+        "sglang_router: sglang-router 0.3.1 has no wheel hash in the collection, and the router is never installed"
+        " unchecked: set sglang_router_sha256 to its wheels' sha256. Nothing was changed."]
+
+
+def test_the_default_release_has_its_wheel_hashes_in_the_collection():
+    import yaml  # pylint: disable=import-outside-toplevel
+
+    from conftest import ROOT  # pylint: disable=import-outside-toplevel
+    role = ROOT / "roles" / "sglang_router"
+    default = yaml.safe_load((role / "defaults" / "main.yml").read_text())["sglang_router_version"]
+    known = yaml.safe_load((role / "vars" / "main.yml").read_text())["__sglang_router_known_sha256"]
+    assert len(known[default]) == 4
+    assert settings.problems({"sglang_router_sha256": known[default]}) == []
