@@ -81,7 +81,6 @@ EAGLE3_FLAGS = {
 #   env_names    a list of environment variable names
 #   path         an absolute path, written unquoted into a unit or a sources file: no
 #                whitespace, no '%' (systemd reads it as a specifier); empty means unset
-#   paths        a list of such paths
 #   shell_path   an absolute path written unquoted into a shell script (profile.d)
 #   url          a URL in a whitespace-separated field (deb822 URIs, pip's index lists): parsed;
 #                http, https or file, a host for http(s), no whitespace; empty means unset; plain
