@@ -351,9 +351,10 @@ def test_the_nccl_environment_reaches_the_engine_and_the_smoke_test(node):
     assert "NCCL_P2P_DISABLE" not in host.file(UNIT).content_string
 
 
-# Where a .pth file planted in a release leaves its marks: writable by everyone, one file named by
-# the uid of each process that started the release's Python.
-PTH_MARKS = "/var/lib/pth-marks"
+# Where a .pth file planted in a release leaves its marks: in the service's home, the one place its
+# sandbox may write (root may write anywhere), one file named by the uid of each process that
+# started the release's Python.
+PTH_MARKS = "/var/lib/sglang/pth-marks"
 
 
 def test_a_releases_code_never_runs_as_root_before_its_gate(node):
@@ -382,7 +383,8 @@ def test_a_releases_code_never_runs_as_root_before_its_gate(node):
         assert f"uid-{uid}" in marks, marks
     finally:
         host.run(f"rm -rf {pth} {PTH_MARKS}")
-    proc = run_playbook(CONVERGE, "--limit", name)
+        # Back to the scenario's settings, with the release as it was: the engine restarted.
+        proc = run_playbook(CONVERGE, "--limit", name)
     assert proc.returncode == 0, proc.stdout[-5000:]
 
 
