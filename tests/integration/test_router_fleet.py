@@ -129,6 +129,9 @@ def fleet(tmp_path_factory):
         (inventory / "host_vars").mkdir(exist_ok=True)
         for name in [ROUTER] + ENGINES:
             (inventory / "host_vars" / f"{name}.yml").write_text(yaml.safe_dump(
+            # The router's metrics listen on loopback by default (they take no key); the lab's
+            # Prometheus targets test scrapes them at the router's address, as a site exposes them.
+            "sglang_router_metrics_host": "0.0.0.0",
                 dict(settings, sglang_router_worker_address=address(name),
                      sglang_prometheus_address=address(name))))
         for name in ENGINES:
