@@ -230,7 +230,7 @@ def test_truthy_reads_a_setting_as_the_roles_bool_filter_does():
     assert [settings.truthy(v) for v in values] == [boolean(v, strict=False) for v in values]
 
 
-LIST_KINDS = ("lines", "urls", "links", "requirement", "debs", "writable_paths", "launch_args", "env_names",
+LIST_KINDS = ("lines", "urls", "base_urls", "links", "requirement", "debs", "writable_paths", "launch_args", "env_names",
               "matches:", "ints:")
 DICT_KINDS = ("mapping", "env", "engine_env", "nccl_env")
 
@@ -402,3 +402,15 @@ def test_versions_digests_lists_of_numbers_and_packages():
         "cuda13_driver_packages: item 0 ('nvidia-open; rm -rf /') is not a Debian package name (optionally"
         " =version).",
     ]
+
+
+def test_every_router_url_of_the_list_is_a_base_url():
+    assert settings.problems({"sglang_service_router_urls": ["http://r1:30100", "https://[fd00::9]:30100"]}) == []
+    assert settings.problems({"sglang_service_router_urls": ["http://r1:30100/", ""]}) == [
+        "sglang_service_router_urls: item 0 ('http://r1:30100/') is not http://host:port (or https://), without a path "
+        "or a trailing /: the role appends the router's paths to it.",
+        "sglang_service_router_urls: item 1 ('') is not http://host:port (or https://), without a path or a trailing /:"
+        " the role appends the router's paths to it."]
+    assert settings.problems({"sglang_service_router_urls": "http://r1:30100"}) == [
+        "sglang_service_router_urls: must be a list of http://host:port addresses."]
+    assert settings.problems({"sglang_service_router_drain_policy": "open"}) != []
