@@ -146,8 +146,8 @@ def targets(hostvars, engines, routers, defaults, previous=""):
                         or found.get("ansible_host") or name)
         if loopback(listen):
             notes.append("prometheus: the router on %s serves its metrics on %s only, so Prometheus on another "
-                         "host cannot scrape %s: set sglang_router_metrics_host to an address it reaches."
-                         % (name, listen, address))
+                         "host cannot scrape %s: set sglang_router_metrics_host to an address it reaches, or "
+                         "scrape it from %s itself." % (name, listen, address, name))
         add(name, ROUTER_JOB, address, "sglang_router_metrics_port",
             _setting(found, defaults, "sglang_router_metrics_port"), {})
 

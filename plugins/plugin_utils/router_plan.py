@@ -19,7 +19,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ipaddress
 import re
+from urllib.parse import urlsplit
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import secret, truthy
 
@@ -34,6 +36,30 @@ _SECRETS = ("--control-plane-api-keys", "--oracle-password")
 
 def _text(value):
     return "" if value is None else str(value)
+
+
+def normal_url(url):
+    """A worker or router URL as the role compares it: the scheme and the host in lower case, an
+    IPv6 address in brackets and in its shortest form, the scheme's default port spelled out, no
+    trailing slash. The router keeps each worker under the URL it was given, so
+    ``http://Node-2:30000/`` and ``http://node-2:30000`` are one worker; anything that is not an
+    http(s) URL with a host is only stripped of its trailing slashes."""
+    text = _text(url).strip()
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return text.rstrip("/")
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        return text.rstrip("/")
+    host = parts.hostname.lower()
+    try:
+        host = ipaddress.ip_address(host).compressed
+    except ValueError:
+        pass
+    return "%s://%s:%d%s" % (scheme, _url_host(host), port or (443 if scheme == "https" else 80),
+                             parts.path.rstrip("/"))
 
 
 def loopback(host):
@@ -163,35 +189,70 @@ def worker_view(expected, answer):
     """The router's view of its workers against the list it should hold.
 
     ``expected`` is the worker list (``workers()``'s URLs); ``answer`` the router's
-    ``GET /workers`` reply as the uri module returns it (``status``, ``json``). Returns ``read``
-    (whether the router answered with its list), ``missing`` (expected, not listed), ``extra``
-    (listed, not expected: with their ids, which the admin API removes them by), ``healthy``
-    and ``unhealthy`` (expected and listed, as the router judges their health), ``drift`` (one
+    ``GET /workers`` reply as the uri module returns it (``status``, ``json``). URLs are compared
+    as ``normal_url`` spells them. Returns ``read`` (whether the router answered with its list),
+    ``missing`` (expected, not listed), ``extra`` (listed, not expected, or a second entry of an
+    expected worker: with their ids, which the admin API removes them by), ``healthy`` and
+    ``unhealthy`` (expected and listed, as the router judges their health), ``ids`` (the ids of
+    every entry of the expected workers, second entries included), ``drift`` (one
     line per missing or extra worker, its reason) and ``notes`` (one line per worker: its URL
     and the router's word for it)."""
     answer = answer or {}
     listed = (answer.get("json") or {}).get("workers") if answer.get("status") == 200 else None
     if not isinstance(listed, list):
         reason = answer.get("msg") or "no answer"
-        return {"read": False, "missing": [], "extra": [], "healthy": [], "unhealthy": [], "drift": [],
+        return {"read": False, "missing": [], "extra": [], "healthy": [], "unhealthy": [], "ids": [], "drift": [],
                 "notes": ["the router's worker list could not be read (status %s: %s)"
                           % (answer.get("status", -1), _text(reason)[:200])]}
-    by_url = {}
+    # Compared as normal_url spells them; the first entry of a URL is the worker, a second entry
+    # of the same worker (the URL spelled another way) is a stray.
+    by_url, extra = {}, []
     for worker in listed:
-        if isinstance(worker, dict) and worker.get("url"):
-            by_url.setdefault(_text(worker["url"]), worker)
+        if not (isinstance(worker, dict) and worker.get("url")):
+            continue
+        url = normal_url(worker["url"])
+        entry = {"url": _text(worker["url"]), "id": _text(worker.get("id") or "")}
+        if url in by_url:
+            entry["again"] = _text(by_url[url]["url"])
+            extra.append(entry)
+        else:
+            by_url[url] = dict(worker, url=entry["url"], id=entry["id"])
     expected = [_text(url) for url in expected or []]
-    missing = [url for url in expected if url not in by_url]
-    extra = [{"url": url, "id": _text(worker.get("id") or "")} for url, worker in sorted(by_url.items())
-             if url not in expected]
-    healthy = [url for url in expected if url in by_url and by_url[url].get("is_healthy")]
-    unhealthy = [url for url in expected if url in by_url and not by_url[url].get("is_healthy")]
+    wanted = set(normal_url(url) for url in expected)
+    missing = [url for url in expected if normal_url(url) not in by_url]
+    extra = sorted([{"url": worker["url"], "id": worker["id"]} for url, worker in by_url.items() if url not in wanted]
+                   + extra, key=lambda item: (item["url"], item["id"]))
+    healthy = [url for url in expected if normal_url(url) in by_url and by_url[normal_url(url)].get("is_healthy")]
+    unhealthy = [url for url in expected if normal_url(url) in by_url and not by_url[normal_url(url)].get("is_healthy")]
+    # Every entry the router holds for the expected workers, however spelled: what a node that
+    # leaves the router deletes.
+    ids = [by_url[normal_url(url)]["id"] for url in expected if normal_url(url) in by_url]
+    ids += [item["id"] for item in extra if item.get("again") and normal_url(item["url"]) in wanted]
     drift = ["%s is not among the router's workers" % url for url in missing]
-    drift += ["%s is among the router's workers, but no host of the group serves there" % item["url"] for item in extra]
+    drift += [("%s is among the router's workers again, as %s" % (item["again"], item["url"])) if item.get("again") else
+              "%s is among the router's workers, but no host of the group serves there" % item["url"] for item in extra]
     notes = []
     for url in expected:
         notes.append("%s: %s" % (url, "removed (not among the router's workers)" if url in missing else
                                  "healthy" if url not in unhealthy else "unhealthy"))
-    notes += ["%s: listed, not one of the group's workers" % item["url"] for item in extra]
-    return {"read": True, "missing": missing, "extra": extra, "healthy": healthy, "unhealthy": unhealthy,
-            "drift": drift, "notes": notes}
+    notes += [("%s: listed again, as %s" % (item["again"], item["url"])) if item.get("again") else
+              "%s: listed, not one of the group's workers" % item["url"] for item in extra]
+    return {"read": True, "missing": missing, "extra": [{"url": item["url"], "id": item["id"]} for item in extra],
+            "healthy": healthy, "unhealthy": unhealthy, "ids": ids, "drift": drift, "notes": notes}
+
+
+def views(answers, worker):
+    """Each router's view of one engine node, from the ``GET /workers`` answers a looped uri
+    task registered (``results``: each with its ``item``, the router's base URL): ``url``,
+    ``status`` (the HTTP status, -1 where the router did not answer), ``view`` (worker_view of
+    ``worker``, the node's worker URL) and ``note`` (its line for the drift report). A router
+    the loop skipped is left out."""
+    out = []
+    for answer in answers or []:
+        if not isinstance(answer, dict) or answer.get("skipped"):
+            continue
+        view = worker_view([worker], answer)
+        status = answer.get("status", -1)
+        out.append({"url": _text(answer.get("item")), "status": status if isinstance(status, int) else -1,
+                    "view": view, "note": "%s (the router at %s)" % (view["notes"][0], _text(answer.get("item")))})
+    return out

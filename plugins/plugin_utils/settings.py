@@ -91,6 +91,7 @@ EAGLE3_FLAGS = {
 #   links        a list of such URLs or absolute paths (pip's and uv's find-links)
 #   base_url     empty, or http(s)://host[:port] with no path: an address others append a path
 #                to (SGLang's router: /workers)
+#   base_urls    a list of such addresses, none empty
 #   host         an address to listen on: an IP address or a host name
 #   hub_repo:REV a Hugging Face repository id; set, the revision in setting REV must be a
 #                40-hexadecimal commit unless sglang_model_allow_moving_revision is true
@@ -148,6 +149,8 @@ TABLE = {
     "sglang_service_secure_logging": "bool",
     "sglang_service_enabled": "bool",
     "sglang_service_router_url": "base_url",
+    "sglang_service_router_urls": "base_urls",
+    "sglang_service_router_drain_policy": "choice:strict|best_effort",
     "sglang_service_router_drain": "bool",
     "sglang_service_router_drain_timeout": "int:1:3600",
     "sglang_service_health_delay": "int:1:600",
@@ -643,6 +646,12 @@ def _check(name, kind, value, settings):
             return [f"{name}: {text!r} is not http://host:port (or https://), without a path or a trailing /:"
                     " the role appends the router's paths to it."]
         return []
+    if kind == "base_urls":
+        if not isinstance(value, (list, tuple)):
+            return [f"{name}: must be a list of http://host:port addresses."]
+        return [f"{name}: item {i} ({str(word)!r}) is not http://host:port (or https://), without a path or a"
+                " trailing /: the role appends the router's paths to it."
+                for i, word in enumerate(value) if not BASE_URL.fullmatch("" if word is None else str(word))]
     if kind == "host":
         return _host(name, value)
     if kind.startswith("hub_repo:"):

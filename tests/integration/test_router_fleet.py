@@ -24,6 +24,10 @@ the fixed reply "blackwell" after a delay, behind the real unit, on an address t
   and every engine is back among them;
 - a node the router had dropped, its engine down, restarts without a wait for requests it
   cannot hold, and goes back into the router after its gate;
+- the router's unit is sandboxed at least as tightly as the engine's (systemd-analyze security);
+- a router that cannot be reached (one of two) stops a serving node's restart before anything
+  changes; best-effort draining notes it, still drains the other router and restarts;
+- a node whose rollback passed its gate goes back into the router;
 - a router release the wheelhouse does not hold fails the router's host with what pip said,
   leaves no venv, and the router serves on;
 - an engine removed alone (remove.yml limited to it) leaves the router before its server stops,
@@ -36,6 +40,7 @@ routes turn by turn (round_robin), so every engine carries its share of the load
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 
@@ -124,6 +129,9 @@ def fleet(tmp_path_factory):
             # showed nothing (a run counted 0 failed of 2,720 without draining). Round robin puts
             # every engine under load when its turn to restart comes.
             "sglang_router_policy": "round_robin",
+            # The router's metrics listen on loopback by default (they take no key); the lab's
+            # Prometheus targets test scrapes them at the router's address, as a site exposes them.
+            "sglang_router_metrics_host": "0.0.0.0",
             # The fleet's Prometheus targets, on the controller (playbooks/prometheus.yml).
             "sglang_prometheus_sd_path": str(work / "prometheus" / "targets.json")}
         (inventory / "host_vars").mkdir(exist_ok=True)
@@ -407,6 +415,77 @@ def test_the_same_upgrade_without_draining_drops_requests(fleet):
     assert counted["failed"] > 0 and counted["routed"] == got["sent"], (counted, got)
 
 
+def exposure(name: str, unit: str) -> float:
+    """The overall exposure systemd-analyze security gives a running unit (0 safe to 10 exposed)."""
+    text = in_container(name, f"systemd-analyze security --no-pager {unit}")
+    (level,) = re.findall(r"Overall exposure level for \S+: ([0-9.]+)", re.sub(r"\x1b\[[0-9;]*m", "", text))
+    return float(level)
+
+
+def test_the_router_unit_is_sandboxed_at_least_as_tightly_as_the_engine_unit(fleet):
+    router, engine = exposure(ROUTER, "sglang-router.service"), exposure(ENGINES[0], "sglang.service")
+    print("systemd-analyze security exposure: router", router, "engine", engine)
+    assert router <= engine, (router, engine)
+
+
+def restart_pending(name: str) -> str:
+    """A restart to come on name (its unit changed by hand), and what the node runs now."""
+    in_container(name, "echo '# changed by hand' >>/etc/systemd/system/sglang.service")
+    return in_container(name, "md5sum /etc/systemd/system/sglang.service; systemctl show -p MainPID --value sglang")
+
+
+def test_a_router_that_cannot_be_reached_stops_the_restart_unless_best_effort_is_chosen(fleet):
+    # Two routers: one nobody answers at, listed first, and the lab's. The drain fails closed: the
+    # node, whose engine serves, is refused before anything changes; best_effort notes the
+    # unreachable router, still leaves the lab's (every router is drained) and restarts.
+    name = ENGINES[1]
+    dead, live = f"http://{address(ROUTER)}:30199", f"http://{address(ROUTER)}:30100"
+    routers = json.dumps({"sglang_service_router_urls": [dead, live]})
+    before = restart_pending(name)
+    run = converge(fleet, "-e", routers, "-e", f"sglang_rollout_hosts={name}", env={"LAB_SGLANG_VERSION": "0.5.18"})
+    assert run.returncode == 2, run.stdout[-20000:]
+    assert (f"sglang_service: the router at {dead} did not answer GET /workers, so {name}, whose engine serves, "
+            "cannot leave it before its server restarts: the restart would drop the requests the router sends it. "
+            "Start the router, or correct sglang_service_router_urls; to restart without leaving a router that "
+            "cannot be reached, set sglang_service_router_drain_policy: best_effort. Nothing was changed.") \
+        in run.stdout, run.stdout[-20000:]
+    assert in_container(name, "md5sum /etc/systemd/system/sglang.service; systemctl show -p MainPID --value sglang") \
+        == before
+    assert (f"http://{address(name)}:30000", True) in workers_now()
+    run = converge(fleet, "-e", routers, "-e", "sglang_service_router_drain_policy=best_effort",
+                   "-e", f"sglang_rollout_hosts={name}", env={"LAB_SGLANG_VERSION": "0.5.18"})
+    assert run.returncode == 0, run.stdout[-20000:]
+    assert KEY not in run.stdout + run.stderr
+    assert f"WARNING: {name} not drained before its restart: the router at {dead} did not answer" in run.stdout, \
+        run.stdout[-20000:]
+    # The lab's router, second in the list, was left before the restart, and joined again after it.
+    left = run.stdout.split("TASK [blackwell.sglang.sglang_service : Take this node out of the router]")
+    assert len(left) == 3 and f"changed: [{name}]" in left[2].split("TASK [")[0], run.stdout[-20000:]
+    assert "changed by hand" not in in_container(name, "cat /etc/systemd/system/sglang.service")
+    assert all_workers_healthy() == sorted((f"http://{address(e)}:30000", True) for e in ENGINES)
+
+
+def test_a_node_whose_rollback_passed_its_gate_rejoins_the_router(fleet):
+    # ENGINES[1] runs 0.5.18; the move to 0.5.8, which its stand-in now refuses, fails the gate
+    # after the node left the router; the rollback to 0.5.18 passes it again, and the node, serving
+    # what it served before, goes back into the router. The host still fails: the rollout stops.
+    name = ENGINES[1]
+    assert in_container(name, "readlink /opt/sglang/current").strip() == "/opt/sglang/releases/0.5.18"
+    refuse = json.dumps(dict(json.loads(STANDIN), refuse_versions=["0.5.8"]))
+    in_container(name, f"echo '{refuse}' >/etc/sglang-standin/config.json")
+    try:
+        run = converge(fleet, "-e", f"sglang_rollout_hosts={name}", env={"LAB_SGLANG_VERSION": "0.5.8"})
+    finally:
+        in_container(name, f"echo '{STANDIN}' >/etc/sglang-standin/config.json")
+    assert run.returncode == 2, run.stdout[-20000:]
+    assert "rolled back to the previous release /opt/sglang/releases/0.5.18" in run.stdout, run.stdout[-20000:]
+    assert "which answers /health again" in run.stdout
+    assert KEY not in run.stdout + run.stderr
+    assert in_container(name, "readlink /opt/sglang/current").strip() == "/opt/sglang/releases/0.5.18"
+    assert "TASK [blackwell.sglang.sglang_service : Put this node back into the router]" in run.stdout
+    assert all_workers_healthy() == sorted((f"http://{address(e)}:30000", True) for e in ENGINES)
+
+
 def test_a_key_the_router_does_not_take_is_refused_before_the_node_changes(fleet):
     # A key change with draining on: the running router still holds the old key and answers the
     # node's GET /workers with 401, so the node could not leave it before its restart.
@@ -419,7 +498,8 @@ def test_a_key_the_router_does_not_take_is_refused_before_the_node_changes(fleet
             f"{name} cannot leave it before its server restarts. The router does not take the engines' "
             "sglang_service_api_key: a key change is a run with -e sglang_service_router_drain=false") in run.stdout, \
         run.stdout[-20000:]
-    assert "Check sglang_service_router_url. Nothing was changed." in run.stdout
+    assert ("Check sglang_service_router_urls, or set sglang_service_router_drain_policy: best_effort to restart "
+            "without leaving a router that answers with an error. Nothing was changed.") in run.stdout
     assert KEY not in run.stdout + run.stderr and other not in run.stdout + run.stderr
     # Nothing changed on the node: the same unit, secrets and server; the router still routes to it.
     assert in_container(name, files) == before

@@ -23,7 +23,7 @@ ENGINES = {
     "node2": {"sglang_service_host": "192.168.1.2", "sglang_service_port": 8000, "sglang_service_model_path": "/m/b",
               "sglang_service_served_model_name": "bee", "sglang_install_version": "0.5.8"},
 }
-ROUTER = {"router": {"ansible_host": "10.0.0.9"}}
+ROUTER = {"router": {"ansible_host": "10.0.0.9", "sglang_router_metrics_host": "0.0.0.0"}}
 
 
 def engine(name, target, model, release, gpu_model):
@@ -99,7 +99,18 @@ def test_loopback_listeners_are_noted_not_refused():
         "10.0.0.3: set sglang_service_host to an address it reaches (with sglang_service_api_key), or scrape it from "
         "node3 itself.",
         "prometheus: the router on router serves its metrics on 127.0.0.1 only, so Prometheus on another host cannot "
-        "scrape router: set sglang_router_metrics_host to an address it reaches."]
+        "scrape router: set sglang_router_metrics_host to an address it reaches, or scrape it from router itself."]
+
+
+def test_the_router_serves_its_metrics_on_loopback_unless_a_site_says_otherwise():
+    """Its metrics take no key: by default only the router's host reads them, and the targets
+    file says so rather than list a target Prometheus elsewhere cannot scrape unnoticed."""
+    assert DEFAULTS["sglang_router_metrics_host"] == "127.0.0.1"
+    got = targets({"router": {"ansible_host": "10.0.0.9"}}, [], ["router"], DEFAULTS)
+    assert got["problems"] == []
+    assert got["notes"] == [
+        "prometheus: the router on router serves its metrics on 127.0.0.1 only, so Prometheus on another host cannot "
+        "scrape 10.0.0.9: set sglang_router_metrics_host to an address it reaches, or scrape it from router itself."]
 
 
 def test_each_refusal_names_the_host_and_the_setting():

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import settings
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import release, worker_view, workers
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import (
+    normal_url, release, views, worker_view, workers)
 
 HOSTS = ["router", "node1", "node2", "node3"]
 ENGINES = {name: {"sglang_service_host": "0.0.0.0", "sglang_service_port": 30000, "ansible_host": f"10.0.0.{i}",
@@ -138,7 +139,7 @@ def _listed(*workers_):
 def test_the_router_holding_exactly_its_workers_is_no_drift_and_each_worker_is_noted():
     got = worker_view(EXPECTED, _listed((EXPECTED[0], True), (EXPECTED[1], False), (EXPECTED[2], True)))
     assert got == {"read": True, "missing": [], "extra": [], "healthy": [EXPECTED[0], EXPECTED[2]],
-                   "unhealthy": [EXPECTED[1]], "drift": [],
+                   "unhealthy": [EXPECTED[1]], "ids": ["w0", "w1", "w2"], "drift": [],
                    "notes": ["http://10.0.0.1:30000: healthy", "http://10.0.0.2:30000: unhealthy",
                              "http://10.0.0.3:30000: healthy"]}
 
@@ -168,7 +169,7 @@ def test_a_missing_and_a_stray_worker_are_drift_with_their_reasons():
 ])
 def test_an_unreadable_list_is_no_verdict_on_any_worker(answer, note):
     assert worker_view(EXPECTED, answer) == {"read": False, "missing": [], "extra": [], "healthy": [], "unhealthy": [],
-                                             "drift": [], "notes": [note]}
+                                             "ids": [], "drift": [], "notes": [note]}
 
 
 @pytest.mark.parametrize("listed, routed", [
@@ -209,3 +210,45 @@ def test_the_default_release_has_its_wheel_hashes_in_the_collection():
     known = yaml.safe_load((role / "vars" / "main.yml").read_text())["__sglang_router_known_sha256"]
     assert len(known[default]) == 4
     assert settings.problems({"sglang_router_sha256": known[default]}) == []
+
+
+@pytest.mark.parametrize("spelled, normal", [
+    ("http://10.0.0.2:30000", "http://10.0.0.2:30000"),
+    ("HTTP://Node-2.LAN:30000/", "http://node-2.lan:30000"),
+    ("http://node-2", "http://node-2:80"),
+    ("https://router.example/", "https://router.example:443"),
+    ("http://[FD00:0:0::2]:30000", "http://[fd00::2]:30000"),
+    ("http://[fd00::2]", "http://[fd00::2]:80"),
+    ("not a url/", "not a url"),
+])
+def test_worker_urls_are_compared_normalised(spelled, normal):
+    assert normal_url(spelled) == normal
+
+
+def test_a_worker_the_router_spells_another_way_is_the_same_worker_and_a_second_entry_is_a_stray():
+    """The router keeps a worker under the URL it was given: a node leaving it deletes every
+    entry of its own (ids), and the router role takes a second one out as a stray."""
+    wanted = ["http://10.0.0.2:30000", "http://[fd00::3]:30000"]
+    got = worker_view(wanted, _listed(("http://10.0.0.2:30000/", True), ("HTTP://10.0.0.2:30000", True),
+                                      ("http://[FD00::3]:30000", False)))
+    assert (got["missing"], got["healthy"], got["unhealthy"]) == ([], [wanted[0]], [wanted[1]])
+    assert got["ids"] == ["w0", "w2", "w1"]
+    assert got["extra"] == [{"url": "HTTP://10.0.0.2:30000", "id": "w1"}]
+    assert got["drift"] == ["http://10.0.0.2:30000/ is among the router's workers again, as HTTP://10.0.0.2:30000"]
+
+
+def test_each_router_gives_its_view_of_the_node_and_a_skipped_one_none():
+    """sglang_service reads every router of sglang_service_router_urls (a looped uri task):
+    each is drained, rejoined and noted on its own."""
+    answers = [dict(_listed(("http://10.0.0.2:30000", True)), item="http://r1:30100"),
+               {"status": -1, "msg": "Connection refused", "item": "http://r2:30100"},
+               {"status": 401, "msg": "HTTP Error 401: Unauthorized", "item": "http://r3:30100"},
+               {"skipped": True, "item": "http://r4:30100"}]
+    got = views(answers, "http://10.0.0.2:30000")
+    assert [(v["url"], v["status"], v["view"]["healthy"]) for v in got] == [
+        ("http://r1:30100", 200, ["http://10.0.0.2:30000"]), ("http://r2:30100", -1, []), ("http://r3:30100", 401, [])]
+    assert [v["note"] for v in got] == [
+        "http://10.0.0.2:30000: healthy (the router at http://r1:30100)",
+        "the router's worker list could not be read (status -1: Connection refused) (the router at http://r2:30100)",
+        "the router's worker list could not be read (status 401: HTTP Error 401: Unauthorized) (the router at "
+        "http://r3:30100)"]

@@ -231,7 +231,7 @@ def test_truthy_reads_a_setting_as_the_roles_bool_filter_does():
     assert [settings.truthy(v) for v in values] == [boolean(v, strict=False) for v in values]
 
 
-LIST_KINDS = ("lines", "urls", "links", "requirement", "debs", "writable_paths", "launch_args", "env_names",
+LIST_KINDS = ("lines", "urls", "base_urls", "links", "requirement", "debs", "writable_paths", "launch_args", "env_names",
               "matches:", "ints:")
 DICT_KINDS = ("mapping", "env", "engine_env", "nccl_env")
 
@@ -440,3 +440,15 @@ def test_a_repository_is_downloaded_at_a_commit_unless_the_site_allows_a_branch(
     # Allowed to move, a revision must still be given.
     assert len(settings.problems({"sglang_model_draft_repo_id": "org/d",
                                   "sglang_model_allow_moving_revision": True})) == 1
+
+
+def test_every_router_url_of_the_list_is_a_base_url():
+    assert settings.problems({"sglang_service_router_urls": ["http://r1:30100", "https://[fd00::9]:30100"]}) == []
+    assert settings.problems({"sglang_service_router_urls": ["http://r1:30100/", ""]}) == [
+        "sglang_service_router_urls: item 0 ('http://r1:30100/') is not http://host:port (or https://), without a path "
+        "or a trailing /: the role appends the router's paths to it.",
+        "sglang_service_router_urls: item 1 ('') is not http://host:port (or https://), without a path or a trailing /:"
+        " the role appends the router's paths to it."]
+    assert settings.problems({"sglang_service_router_urls": "http://r1:30100"}) == [
+        "sglang_service_router_urls: must be a list of http://host:port addresses."]
+    assert settings.problems({"sglang_service_router_drain_policy": "open"}) != []
