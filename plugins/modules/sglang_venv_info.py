@@ -20,9 +20,9 @@ description:
     a separate venv, an account and a group as the system's user and group databases hold
     them, the state (type, mode, owner, SHA-1) of further paths, the text of small files, and
     the launch flags the release's server accepts, read from its source.
-  - Optionally checks the SGLang distribution (and uv's, in O(uv_venv)) against its C(RECORD):
-    the files missing or altered since the installer wrote them, so that a half-installed or
-    altered release is not taken for an installed one.
+  - Optionally checks the SGLang distribution (and uv's, in O(uv_venv)) against its C(RECORD)
+    for the files missing or altered since the installer wrote them, so that a half-installed
+    or altered release is not taken for an installed one.
   - Nothing is imported from the venv; importing SGLang would pull in torch and CUDA.
   - Read-only; one call replaces the find, stat and slurp round trips the roles would need.
 author:

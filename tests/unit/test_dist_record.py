@@ -151,9 +151,8 @@ def test_a_replaced_uv_binary_is_altered(tmp_path, venv):
     info = site / "uv-0.13.9.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: uv\nVersion: 0.13.9\n")
-    (info / "RECORD").write_text("".join(_entry(site, rel) for rel in ("../../../bin/uv", "uv/__init__.py",
-                                                                          "uv-0.13.9.dist-info/METADATA"))
-                                 + "uv-0.13.9.dist-info/RECORD,,\n")
+    listed = ("../../../bin/uv", "uv/__init__.py", "uv-0.13.9.dist-info/METADATA")
+    (info / "RECORD").write_text("".join(_entry(site, rel) for rel in listed) + "uv-0.13.9.dist-info/RECORD,,\n")
     clean = venv_info(str(venv), uv_venv=str(uv_venv), record=True)
     assert (clean["uv_version"], clean["uv_record"]["checked"], clean["uv_record"]["altered"]) == ("0.13.9", 3, 0)
     shutil.copy("/bin/true", uv_venv / "bin" / "uv")
