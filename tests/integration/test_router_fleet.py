@@ -509,7 +509,9 @@ def test_a_key_the_router_does_not_take_is_refused_before_the_node_changes(fleet
 def test_a_router_release_the_wheelhouse_lacks_is_refused_and_the_router_keeps_serving(fleet):
     unit = in_container(ROUTER, "cat /etc/systemd/system/sglang-router.service")
     run = subprocess.run(["ansible-playbook", "-i", str(fleet["inventory"]), str(ROOT / "playbooks" / "router.yml"),
-                          "-e", "sglang_router_version=0.0.99"], cwd=ROOT, env=fleet["env"], capture_output=True,
+                          "-e", "sglang_router_version=0.0.99",
+                          # Hashes of its own, so that the install is tried: the collection has none for it.
+                          "-e", '{"sglang_router_sha256": ["' + "0" * 64 + '"]}'], cwd=ROOT, env=fleet["env"], capture_output=True,
                          text=True, check=False)
     assert run.returncode == 2, run.stdout[-5000:]
     assert "sglang-router 0.0.99 could not be installed from the configured sources" in run.stdout, run.stdout[-5000:]
