@@ -15,6 +15,14 @@ import os
 import time
 
 
+# The argument spec of a module's ``sandbox`` option: the account, its group, the unit's properties.
+OPTION = dict(type="dict", options=dict(
+    user=dict(type="str", required=True),
+    group=dict(type="str", required=True),
+    properties=dict(type="list", elements="str", default=[]),
+))
+
+
 def unit_name(purpose):
     """A unit name of its own for one run of PURPOSE."""
     return "blackwell-sglang-%s-%d-%d.service" % (purpose, os.getpid(), int(time.time() * 1000))

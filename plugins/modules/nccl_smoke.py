@@ -187,7 +187,7 @@ stderr:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils import nccl
+from ansible_collections.blackwell.sglang.plugins.module_utils import nccl, sandbox_run
 
 
 def main():
@@ -199,11 +199,7 @@ def main():
             warmup=dict(type="int", default=5),
             timeout=dict(type="int", default=nccl.DEFAULT_TIMEOUT),
             environment=dict(type="dict", default={}),
-            sandbox=dict(type="dict", options=dict(
-                user=dict(type="str", required=True),
-                group=dict(type="str", required=True),
-                properties=dict(type="list", elements="str", default=[]),
-            )),
+            sandbox=sandbox_run.OPTION,
             capability_majors=dict(type="list", elements="int", default=[]),
             fail_on_error=dict(type="bool", default=True),
         ),

@@ -214,11 +214,7 @@ def main():
             hf_token=dict(type="str", default="", no_log=True),
             env_file=dict(type="path"),
             hf_endpoint=dict(type="str", default=""),
-            sandbox=dict(type="dict", options=dict(
-                user=dict(type="str", required=True),
-                group=dict(type="str", required=True),
-                properties=dict(type="list", elements="str", default=[]),
-            )),
+            sandbox=sandbox_run.OPTION,
         ),
         supports_check_mode=False,
     )
