@@ -34,3 +34,14 @@ def unpack(version: str, dest: Path) -> Path:
             if name.startswith(MEMBERS) or (name.endswith(".dist-info/METADATA") and name.startswith("sglang-")):
                 archive.extract(name, dest)
     return dest / "sglang"
+
+
+def install(version: str, site: Path) -> Path:
+    """Every file of the release's wheel into the site-packages directory site, as an installer
+    lays them out (a wheel's RECORD lists the digests of the files as they are installed);
+    returns its dist-info directory."""
+    with zipfile.ZipFile(wheel(version)) as archive:
+        archive.extractall(site)
+    found = sorted(site.glob("sglang-*.dist-info"))
+    assert len(found) == 1, found
+    return found[0]

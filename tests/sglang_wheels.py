@@ -56,7 +56,9 @@ def wheel(version: str) -> Path:
 
 
 def install_tree(version: str, dest: Path) -> Path:
-    """Unpack the package files the module touches, plus METADATA, into dest/site-packages.
+    """Unpack the package files the module touches, plus METADATA, into dest/site-packages,
+    with a RECORD of exactly those files (the wheel's lines for them), as an installer records
+    what it installed: a read that checks the RECORD finds the tree complete.
 
     Returns the sglang package directory.
     """
@@ -69,6 +71,9 @@ def install_tree(version: str, dest: Path) -> Path:
             target = site / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(archive.read(name))
+        record = next(n for n in names if n.startswith("sglang-") and n.endswith(".dist-info/RECORD"))
+        lines = [line for line in archive.read(record).decode().splitlines() if line.split(",", 1)[0] in wanted]
+        (site / record).write_text("".join(line + "\n" for line in lines) + f"{record},,\n")
     return site / "sglang"
 
 

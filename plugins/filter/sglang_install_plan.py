@@ -95,11 +95,24 @@ _value:
       elements: dict
     install:
       description: >-
-        C(argv) (the installer's command line, which holds paths only) and C(creates) (the
-        installed release's METADATA, empty when the request changed and its files report it).
+        C(argv) (the installer's command line, which holds paths only; with the reinstall
+        switches where the release's files differ from its RECORD or an install into it did not
+        finish), C(creates) (the installed release's METADATA, empty when the request changed and
+        its files report it, or, outside a check, when the release is installed again) and
+        C(pending) (the mark an install leaves in the release until it has finished).
       type: dict
+    reinstall:
+      description: >-
+        Why the installers run again over what is installed, one clause each - uv's or SGLang's
+        files that differ from their RECORD (the first paths, with counts), an install that did
+        not finish; the role reports them (in a check, as drift).
+      type: list
+      elements: str
     uv:
-      description: How pip installs uv into its tools venv - C(argv), C(stdin) (the requirement and its hashes, empty without hashes) and C(creates).
+      description: >-
+        How pip installs uv into its tools venv - C(argv) (with C(--force-reinstall) where uv's
+        files differ from its RECORD), C(stdin) (the requirement and its hashes, empty without
+        hashes) and C(creates) (empty, outside a check, when uv is installed again).
       type: dict
     torch:
       description: C(checked), C(cuda) (the CUDA build torch names), C(ok) and C(message).

@@ -391,6 +391,47 @@ def remove_entry(text, name, capability=12, label="<source>"):
     return new, REMOVED
 
 
+def original_text(text, names, label="<source>"):
+    """`text` with every entry this module added to the dicts `names` taken out: the text the
+    file had before the patch, so that a patched file can be checked against the digest its
+    installer recorded. Raises CapmapError where a marked entry was edited since (or a dict is
+    not found while the file carries the marker)."""
+    bom = text.startswith("\ufeff")
+    body = text[1:] if bom else text
+    if MARKER not in body:
+        return text
+    for name in names:
+        while True:
+            src = _Source(body, label)
+            dict_node = _find_dict(src, name)
+            ours = [_int_key(key) for key, value in zip(dict_node.keys, dict_node.values)
+                    if key is not None and _int_key(key) is not None and _is_ours(src, value)]
+            if not ours:
+                break
+            body, _status = remove_entry(body, name, ours[0], label)
+    return ("\ufeff" if bom else "") + body
+
+
+def original_bytes(rel, names):
+    """A function from a patched file's bytes to its bytes before the patch (for
+    dist_record.verify); raises ValueError where they cannot be told."""
+    def undo(data):
+        try:
+            return original_text(data.decode("utf-8"), names, rel).encode("utf-8")
+        except (CapmapError, SyntaxError, UnicodeDecodeError) as exc:
+            raise ValueError(str(exc))
+    return undo
+
+
+def record_derived(targets=None):
+    """The files the patch edits, relative to site-packages, each with the function that gives
+    back its bytes before the patch (see dist_record.verify)."""
+    names = {}
+    for target in (targets if targets is not None else DEFAULT_TARGETS):
+        names.setdefault("sglang/" + target["file"], []).append(target["name"])
+    return dict((rel, original_bytes(rel, found)) for rel, found in names.items())
+
+
 # --------------------------------------------------------------------------------------------
 # The installed package
 

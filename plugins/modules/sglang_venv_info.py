@@ -20,6 +20,9 @@ description:
     a separate venv, an account and a group as the system's user and group databases hold
     them, the state (type, mode, owner, SHA-1) of further paths, the text of small files, and
     the launch flags the release's server accepts, read from its source.
+  - Optionally checks the SGLang distribution (and uv's, in O(uv_venv)) against its C(RECORD)
+    for the files missing or altered since the installer wrote them, so that a half-installed
+    or altered release is not taken for an installed one.
   - Nothing is imported from the venv; importing SGLang would pull in torch and CUDA.
   - Read-only; one call replaces the find, stat and slurp round trips the roles would need.
 author:
@@ -68,6 +71,19 @@ options:
       - A directory of releases, one venv per subdirectory; its subdirectories are listed in
         RV(releases), newest first.
     type: path
+  record:
+    description:
+      - Also check the SGLang distribution, and uv's where O(uv_venv) is set, against the
+        C(RECORD) its installer wrote (every file's SHA-256 and size), into RV(sglang_record)
+        and RV(uv_record).
+      - The two files the SM120 patch (M(blackwell.sglang.sglang_capmap)) edits are checked as
+        their text with the patch's own marked entries taken out, and their bytecode not at
+        all; missing bytecode elsewhere is not counted either (it is derived from its verified
+        source, and the patch deletes it). An entry without a digest cannot be checked.
+      - Every file is hashed on every read (SGLang 0.5.8, 1,714 entries and 22 MB of source,
+        0.05 to 0.13 s of CPU).
+    type: bool
+    default: false
   rollback_record:
     description:
       - The rollback record of a rollout (M(blackwell.sglang.sglang_rollback)) whose release
@@ -208,6 +224,22 @@ releases:
   elements: dict
   sample: [{"path": "/opt/sglang/releases/0.5.23", "name": "0.5.23", "mtime": 1796000000.0, "running": true,
             "rollback_target": false}]
+sglang_record:
+  description: >-
+    The SGLang distribution against its C(RECORD) (see O(record)) - C(checked) (entries with a
+    digest), C(missing) and C(altered) (counts), C(missing_paths) and C(altered_paths) (the first
+    five of each, relative to site-packages) and C(error) (the dist-info has no readable
+    C(RECORD): the release is incomplete as a whole). Null when the venv holds no single SGLang
+    distribution.
+  returned: when O(record=true)
+  type: dict
+  sample: {"checked": 1710, "missing": 2, "altered": 0, "missing_paths": ["sglang/lang/api.py", "sglang/lang/ir.py"],
+           "altered_paths": [], "error": ""}
+uv_record:
+  description: uv's distribution in O(uv_venv) against its C(RECORD), as RV(sglang_record); null without a single uv distribution.
+  returned: when O(record=true) and O(uv_venv) is set
+  type: dict
+  sample: {"checked": 5, "missing": 0, "altered": 1, "missing_paths": [], "altered_paths": ["../../../bin/uv"], "error": ""}
 uv_venv_exists:
   description: Whether O(uv_venv) holds a C(pyvenv.cfg).
   returned: when O(uv_venv) is set
@@ -244,7 +276,7 @@ import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils import file_state, rollback_record
+from ansible_collections.blackwell.sglang.plugins.module_utils import capmap, dist_record, file_state, rollback_record
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_server_args import ReleaseScanError, scan_release
 
 COMMUNICATOR = "srt/distributed/device_communicators/torch_symm_mem.py"
@@ -334,7 +366,7 @@ def _server_flags(package):
 
 
 def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None, user=None, group=None, contents=(),
-              server_flags=False, rollback_path=rollback_record.DEFAULT_PATH):
+              server_flags=False, rollback_path=rollback_record.DEFAULT_PATH, record=False):
     """Everything the roles need to know about the venv; reads files only."""
     site_dirs = _site_packages(venv)
     dists = _dist_infos(site_dirs, "sglang")
@@ -355,6 +387,9 @@ def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None, user=Non
         "paths": dict((p, file_state.path_state(p)) for p in paths),
         "contents": dict((p, _text(p)) for p in contents),
     }
+    if record:
+        result["sglang_record"] = (dist_record.verify(site, dists[0], capmap.record_derived())
+                                   if len(dists) == 1 else None)
     if python:
         result["python"] = {"path": python, "exists": os.path.exists(python),
                             "executable": os.path.isfile(python) and os.access(python, os.X_OK)}
@@ -362,6 +397,9 @@ def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None, user=Non
         uv_dists = _dist_infos(_site_packages(uv_venv), "uv")
         result["uv_venv_exists"] = os.path.isfile(os.path.join(uv_venv, "pyvenv.cfg"))
         result["uv_version"] = _version(uv_dists[0]) if len(uv_dists) == 1 else ""
+        if record:
+            result["uv_record"] = (dist_record.verify(os.path.dirname(uv_dists[0]), uv_dists[0])
+                                   if len(uv_dists) == 1 else None)
     if server_flags:
         result["server_flags"], result["server_flags_error"] = _server_flags(package)
     if releases:
@@ -386,13 +424,14 @@ def main():
             contents=dict(type="list", elements="path", default=[]),
             server_flags=dict(type="bool", default=False),
             rollback_record=dict(type="path", default=rollback_record.DEFAULT_PATH),
+            record=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
     info = venv_info(module.params["venv"], module.params["python"], module.params["uv_venv"],
                      module.params["paths"], module.params["releases"], module.params["user"],
                      module.params["group"], module.params["contents"], module.params["server_flags"],
-                     module.params["rollback_record"])
+                     module.params["rollback_record"], module.params["record"])
     module.exit_json(changed=False, **info)
 
 

@@ -22,7 +22,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import managed
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.releases import to_prune
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.releases import record_off, to_prune
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.requirements import pinned_hashes
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import truthy
 
@@ -35,6 +35,13 @@ _TORCH_CUDA = re.compile(r"(?m)^cuda(?:\s*:\s*[^=\n]+)?\s*=\s*['\"]([0-9.]+)['\"
 # A wheelhouse on the node is trusted as far as who can write it: root's, not group- or
 # world-writable, not a symbolic link (the read reports links as themselves).
 _SAFE_MODE = re.compile(r"^[0-7][0-7][0145][0145]$")
+# Written into the release's venv before its installer runs, removed once the install finished:
+# a release that still has it was left by an install that did not finish (killed, rebooted).
+PENDING = "blackwell-install-pending"
+
+
+def pending_file(inputs):
+    return inputs["release_dir"] + "/" + PENDING
 
 
 def uv_hashes(inputs):
@@ -106,7 +113,10 @@ def problems(probe, inputs):
     return found
 
 
-def _install_argv(inputs):
+def _install_argv(inputs, reinstall=""):
+    """The installer's command line; REINSTALL ``all`` installs every package of the request
+    again (an install that did not finish), ``sglang`` SGLang's own files (they differ from its
+    RECORD)."""
     compile_bytecode = truthy(inputs["compile_bytecode"])
     source_args = ((["--no-index"] if truthy(inputs["no_index"]) else [])
                    + ["--constraint", inputs["constraints_file"]]
@@ -116,22 +126,33 @@ def _install_argv(inputs):
     if inputs["installer"] == "uv":
         head = [inputs["uv_bin"], "--config-file", inputs["sources_file"]["uv"], "pip", "install", "--python", python]
         head += ["--compile-bytecode"] if compile_bytecode else []
+        head += {"all": ["--reinstall"], "sglang": ["--reinstall-package", "sglang"]}.get(reinstall, [])
     else:
         head = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
         head += [] if compile_bytecode else ["--no-compile"]
+        # pip reinstalls what the request names; without its dependencies where only SGLang's
+        # files are off (they were installed in full, and torch is large).
+        head += {"all": ["--force-reinstall"], "sglang": ["--force-reinstall"]}.get(reinstall, [])
+        if reinstall == "sglang" and not truthy(inputs["no_deps"]):
+            source_args = source_args + ["--no-deps"]
     return head + source_args + ["-r", inputs["requirements_file"]]
 
 
-def _uv(inputs):
+def _uv(inputs, reinstall=False, check_mode=False):
     """How pip installs uv into its tools venv: with hashes, the one requirement and its hashes
-    come on standard input and pip refuses a wheel whose digest is not among them."""
+    come on standard input and pip refuses a wheel whose digest is not among them. A uv whose
+    files differ from its RECORD (a replaced binary, which the next install runs as root) is
+    installed again: without ``creates``, which its METADATA would meet, except in a check,
+    where the report task names the files and the command is judged unchanged."""
     hashes = uv_hashes(inputs)
     pin = "uv==%s" % inputs["uv_version"]
     argv = [inputs["uv_venv"] + "/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+    argv += ["--force-reinstall"] if reinstall else []
     argv += ["--no-index"] if truthy(inputs["no_index"]) else []
     argv += ["--require-hashes", "-r", "/dev/stdin"] if hashes else [pin]
+    creates = "%s/lib/python3*/site-packages/uv-%s.dist-info/METADATA" % (inputs["uv_venv"], inputs["uv_version"])
     return {"argv": argv, "stdin": " ".join([pin] + ["--hash=sha256:" + h for h in hashes]) if hashes else "",
-            "creates": "%s/lib/python3*/site-packages/uv-%s.dist-info/METADATA" % (inputs["uv_venv"], inputs["uv_version"])}
+            "creates": "" if reinstall and not check_mode else creates}
 
 
 def _torch(probe, inputs):
@@ -201,9 +222,18 @@ def plan(probe, inputs, files, contents, check_mode=False):
         step("user", account)
     if uv_venv_missing:
         step("uv_venv", "%s is missing" % inputs["uv_venv"])
+    # What is reinstalled because its files are not as installed, each with its reason: the
+    # report task names them (a check shows them as drift), the installers run again.
+    reinstall = []
+    uv_off = ""
     if uv and probe.get("uv_version") != inputs["uv_version"]:
         step("uv", "uv %s is installed, %s is pinned" % (probe.get("uv_version"), inputs["uv_version"])
              if probe.get("uv_version") else "uv %s is not installed" % inputs["uv_version"])
+    elif uv:
+        uv_off = record_off(probe.get("uv_record"), "uv %s in %s" % (inputs["uv_version"], inputs["uv_venv"]))
+        if uv_off:
+            reinstall.append(uv_off + "; uv is installed again")
+            step("uv", reinstall[-1])
     if venv_missing:
         step("venv", "%s is missing" % inputs["release_dir"])
     if not uv and not (paths.get(inputs["release_dir"] + "/bin/pip") or {}).get("exists"):
@@ -214,6 +244,19 @@ def plan(probe, inputs, files, contents, check_mode=False):
     # or owner alone is off is set right without installing anything again.
     request_changes = any(row.get("phase") == "request" and _content_off(row, paths) for row in to_write)
     installed = probe.get("sglang_version") or ""
+    # An install that did not finish (its mark is still in the venv) is made again in full;
+    # a release whose SGLang files differ from its RECORD (deleted, edited; the patch's own
+    # entries are not a difference) gets SGLang's files again. Either before anything switches
+    # to the release: the activate and service steps come after the install.
+    pending = not venv_missing and (paths.get(pending_file(inputs)) or {}).get("exists")
+    sglang_off = "" if installed != inputs["version"] else record_off(
+        probe.get("sglang_record"), "SGLang %s in %s" % (installed, inputs["release_dir"]))
+    mode = "all" if pending else "sglang" if sglang_off else ""
+    if pending:
+        reinstall.append("an install into %s did not finish (%s is still there); SGLang %s is installed again"
+                         % (inputs["release_dir"], PENDING, inputs["version"]))
+    elif sglang_off:
+        reinstall.append(sglang_off + "; SGLang %s is installed again" % inputs["version"])
     if check_mode and venv_missing:
         pass  # in a check, the venv still to be made is what is reported
     elif installed != inputs["version"]:
@@ -221,6 +264,8 @@ def plan(probe, inputs, files, contents, check_mode=False):
              else "SGLang %s is not installed" % inputs["version"])
     elif request_changes:
         step("install", "the request changed")
+    elif pending or sglang_off:
+        step("install", reinstall[-1])
     torch = _torch(probe, inputs)
     if not torch["ok"]:
         step("torch", torch["message"])
@@ -230,13 +275,19 @@ def plan(probe, inputs, files, contents, check_mode=False):
                          (paths.get(inputs["venv"]) or {}).get("link") or "")
     if prune:
         step("prune", "beyond sglang_install_keep_releases: %s" % ", ".join(prune))
+    creates = "%s/lib/python3*/site-packages/sglang-%s.dist-info/METADATA" % (inputs["release_dir"], inputs["version"])
     return dict(managed.plan_head(found_problems, steps, to_write, rows), **{
-        "install": {"argv": _install_argv(inputs),
+        "install": {"argv": _install_argv(inputs, mode),
                     # A changed request is reported by its files; without it, a release that
-                    # is not there is what a check reports.
-                    "creates": "" if request_changes else "%s/lib/python3*/site-packages/sglang-%s.dist-info/METADATA"
-                    % (inputs["release_dir"], inputs["version"])},
-        "uv": _uv(inputs),
+                    # is not there is what a check reports. A release installed again has its
+                    # METADATA: no `creates` then, except in a check, where the report task
+                    # names its files.
+                    "creates": "" if request_changes or (mode and not check_mode) else creates,
+                    "pending": pending_file(inputs)},
+        # Why the installers run again over what is installed: one clause each, for the task
+        # that reports it (a check's drift).
+        "reinstall": reinstall,
+        "uv": _uv(inputs, bool(uv_off), check_mode),
         "torch": torch,
         "prune": prune,
     })

@@ -12,12 +12,16 @@ check, and returns:
   ``patch``, run by ``blackwell.sglang.sglang_capmap`` once per major in ``majors`` (the module
   itself finds which file already has its entry);
 - ``notes``: what there is nothing to patch for, one line each, as the role reports them;
-- ``package``, ``release`` and ``majors``: what the steps act on.
+- ``package``, ``release`` and ``majors``: what the steps act on;
+- ``refused_in_check``: whether a check stops on the problems too (a real run always does):
+  not where SGLang is missing or not as installed, which is the install's drift in a check.
 
 Plain Python without Ansible imports: the filter ``blackwell.sglang.sm120_patch_plan`` calls it
 in the role, and the unit tests call it over recorded reads.
 """
 from __future__ import annotations
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.releases import record_off
 
 # Where SGLang keeps the torch symmetric-memory communicator, relative to the sglang package.
 COMMUNICATOR = "srt/distributed/device_communicators/torch_symm_mem.py"
@@ -53,6 +57,10 @@ def plan(venv_info: dict, gpu: dict | None, settings: dict, check_mode: bool = F
     below = sorted({major for major in seen if major < minimum})
     missing = (f"SGLang {release} in {venv} has no {COMMUNICATOR} (releases up "
                "to 0.5.4 predate the torch symmetric-memory all-reduce)")
+    # A release whose files differ from its RECORD (the patch's own entries are not a
+    # difference) is broken, not one to patch or to call old: a missing communicator there is
+    # a deleted file, not a release before 0.5.5.
+    broken = record_off(venv_info.get("sglang_record"), f"SGLang {release} in {venv}") if package else ""
 
     # A check of a node without SGLang has the same problem; the role's refusal skips it there on
     # its check-mode guard (the install is the drift), so the drift report lists it not judged.
@@ -60,6 +68,8 @@ def plan(venv_info: dict, gpu: dict | None, settings: dict, check_mode: bool = F
     if not package:
         problems.append(f"no SGLang package under {venv}/lib/python3.*/site-packages; install "
                         "it first (sglang_install)")
+    elif broken:
+        problems.append(f"{broken}; install it again (sglang_install) before patching it")
     elif not communicator and conf["missing_policy"] == "fail":
         problems.append(missing)
 
@@ -69,6 +79,11 @@ def plan(venv_info: dict, gpu: dict | None, settings: dict, check_mode: bool = F
         if check_mode:
             notes.append(f"no SGLang under {venv} yet: its install is this node's drift, and the patch "
                          "is judged once it is installed")
+    elif broken:
+        # Only a check goes on with a broken release: a real run is refused on the problem above.
+        if check_mode:
+            notes.append(f"{broken}: installing it again is this node's drift, and the patch is judged "
+                         "once it is installed")
     elif not communicator:
         notes.append(f"{missing}; nothing to patch")
     else:
@@ -85,7 +100,7 @@ def plan(venv_info: dict, gpu: dict | None, settings: dict, check_mode: bool = F
                          "sglang_sm120_patch_capabilities on hosts that cannot see their GPUs")
 
     steps = []
-    if package and communicator and majors:
+    if package and communicator and majors and not broken:
         verb = "add" if conf["state"] == "present" else "remove"
         steps.append({
             "name": "patch",
@@ -93,7 +108,8 @@ def plan(venv_info: dict, gpu: dict | None, settings: dict, check_mode: bool = F
                        f"{', '.join(map(str, majors))} where the dicts need it"),
         })
     return {"problems": problems, "steps": steps, "notes": notes, "package": package,
-            "release": release, "majors": majors if steps else []}
+            "release": release, "majors": majors if steps else [],
+            "refused_in_check": bool(package) and not broken}
 
 
 def reads(settings: dict, venv_info: dict, gpu_facts_known: bool, gather: bool) -> dict:

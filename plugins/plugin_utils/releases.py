@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: blackwell.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What a release directory is called and which ones a prune removes. Pure Python, no Ansible
-imports: the release_name and releases_to_prune filters call it, the unit tests too."""
+"""What a release directory is called, which ones a prune removes and whether a release's files
+are as installed. Pure Python, no Ansible imports: the release_name and releases_to_prune
+filters and the install and patch plans call it, the unit tests too."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -44,3 +45,24 @@ def release_name(version, extras, extra_packages, constraints, lock):
         return str(version)
     digest = hashlib.sha256(json.dumps(request, sort_keys=True).encode("utf-8")).hexdigest()
     return "%s-%s" % (version, digest[:10])
+
+
+def record_off(record, what):
+    """Why a distribution is not as its installer left it, from sglang_venv_info's check against
+    its RECORD (``sglang_record``, ``uv_record``): one clause naming the first files missing
+    and altered, or '' when none is (or nothing was checked)."""
+    if not record:
+        return ""
+    if record.get("error"):
+        return "%s is incomplete: %s" % (what, record["error"])
+    parts = []
+    for kind in ("missing", "altered"):
+        count = int(record.get(kind) or 0)
+        if count:
+            shown = list(record.get(kind + "_paths") or [])
+            more = count - len(shown)
+            parts.append("%d %s (%s%s)" % (count, "files " + kind if count > 1 else "file " + kind,
+                                           ", ".join(shown), ", and %d more" % more if more > 0 else ""))
+    if not parts:
+        return ""
+    return "%s differs from its RECORD: %s" % (what, "; ".join(parts))

@@ -18,7 +18,9 @@ it is what the link can be switched back to. Then:
   manage, the package and alternatives databases, and the running server's PID, before and
   after;
 - a converge repairs all four and the report is clean again;
-- then the newer drift kinds, a preflight failure, a failed batch, the 0.5.23 release's crash
+- then the newer drift kinds; a release with part of its package (its communicator among it)
+  deleted and a replaced uv binary, each drift on its node alone with the files named, both
+  installed again by a converge; a preflight failure, a failed batch, the 0.5.23 release's crash
   policy outcomes, a rollback to what a killed run's rollback record kept, and fresh and broken
   nodes, each with its exact verdicts.
 """
@@ -372,6 +374,58 @@ def test_converge_repairs_the_new_drift_kinds(fleet):
     assert [launch["python"] for launch in restarted] == [f"{release}/bin/python"], restarted
     code, report, output = drift_report(fleet, "new-kinds-repaired")
     assert code == 0, output
+
+
+# A release is installed only when its files are (their RECORD): part of SGLang's package deleted
+# on node 1 (a release the patch must not take for one before the communicator), uv's binary
+# replaced on node 2 (the next install would run it as root). Each is drift on its node alone,
+# named by its files, and a converge installs each again before anything switches.
+UV_BIN = "/opt/sglang/uv/bin/uv"
+INCOMPLETE = {
+    1: (f"rm -r {SITE_PACKAGES}/sglang/lang {SITE_PACKAGES}/sglang/srt/distributed/device_communicators/torch_symm_mem.py",
+        "SGLang 0.5.8 in /opt/sglang/releases/0.5.8 differs from its RECORD: 13 files missing ("),
+    2: (f"cp /bin/true {UV_BIN}",
+        "uv 0.13.9 in /opt/sglang/uv differs from its RECORD: 1 file altered (../../../bin/uv); uv is installed again"),
+}
+REINSTALL_TASK = "sglang_install : Report what is installed again, and why"
+
+
+def test_an_incomplete_release_and_a_replaced_uv_show_on_exactly_their_nodes(fleet):
+    for i, (tamper, _reason) in INCOMPLETE.items():
+        on_node(i, tamper)
+    before = snapshot()
+    code, report, output = drift_report(fleet, "incomplete")
+    assert snapshot() == before
+    assert code == 1, output
+    for i in range(1, NODES + 1):
+        host = report["hosts"][node(i)]
+        if i not in INCOMPLETE:
+            assert (host["status"], host["drift"]) == ("ok", []), node(i)
+            continue
+        assert host["status"] == "drift", node(i)
+        assert [f["label"] for f in host["drift"]] == [REINSTALL_TASK], host["drift"]
+        assert host["drift"][0]["reason"].startswith(INCOMPLETE[i][1]), host["drift"]
+    # The release without its communicator is a broken one, not one before 0.5.5: the patch is
+    # not judged there, and never called a release with nothing to patch.
+    assert "nothing to patch" not in output
+    assert any(f["label"].startswith("sglang_sm120_patch : Refuse") for f in report["hosts"][node(1)]["not_judged"])
+
+
+def test_converge_installs_the_incomplete_release_and_uv_again(fleet):
+    started = {i: launches(i) for i in INCOMPLETE}
+    repaired = converge(fleet, "-e", "sglang_rollout_serial=100%")
+    assert repaired.returncode == 0, repaired.stdout[-20000:] + repaired.stderr
+    assert on_node(1, f"ls {SITE_PACKAGES}/sglang/lang/api.py").strip() == f"{SITE_PACKAGES}/sglang/lang/api.py"
+    # Installed again, then patched again, and the server restarted onto it.
+    assert "# added by blackwell.sglang.sglang_capmap" in on_node(
+        1, f"cat {SITE_PACKAGES}/sglang/srt/distributed/device_communicators/torch_symm_mem.py")
+    assert launches(1) > started[1]
+    # uv is not what the server runs: node 2's server was left alone.
+    assert launches(2) == started[2]
+    assert on_node(2, f"{UV_BIN} --version").split()[:2] == ["uv", "0.13.9"]
+    code, report, output = drift_report(fleet, "incomplete-repaired")
+    assert code == 0, output
+    assert report["summary"]["drifted_hosts"] == 0
 
 
 def test_a_node_failing_the_preflight_leaves_the_others_not_checked(fleet):

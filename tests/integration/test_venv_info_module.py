@@ -250,3 +250,32 @@ def test_server_flags_of_a_venv_without_sglang_say_why(tmp_path):
     rc, res = run_module({"venv": str(venv), "server_flags": True})
     assert rc == 0, res
     assert (res["server_flags"], res["server_flags_error"]) == (None, "no sglang package in the venv")
+
+
+def test_record_reports_the_files_missing_and_altered_since_the_install(tmp_path):
+    """The whole 0.5.18 wheel installed, patched by the SM120 patch (not a difference), then a
+    directory deleted and a file edited: both reported by the module as Ansible runs it."""
+    venv = tmp_path / "venv"
+    site = venv / "lib" / PY / "site-packages"
+    site.mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    with zipfile.ZipFile(wheel("0.5.18")) as archive:
+        archive.extractall(site)
+    hashed = [line for line in (site / "sglang-0.5.18.dist-info" / "RECORD").read_text().splitlines()
+              if line.split(",")[1]]
+    rc, patched = run_local_module("blackwell.sglang.sglang_capmap", {"path": str(site / "sglang"), "capability": 12})
+    assert (rc, patched["changed"]) == (0, True), patched
+    rc, res = run_module({"venv": str(venv), "record": True})
+    assert rc == 0, res
+    assert res["sglang_record"] == {"checked": len(hashed), "missing": 0, "altered": 0, "missing_paths": [],
+                                    "altered_paths": [], "error": ""}
+    lang = sorted(str(p.relative_to(site)) for p in (site / "sglang" / "lang").rglob("*") if p.is_file())
+    for path in (site / "sglang" / "lang").rglob("*"):
+        if path.is_file():
+            path.unlink()
+    (site / "sglang" / "utils.py").write_text("import os\n")
+    rc, res = run_module({"venv": str(venv), "record": True}, "--check")
+    assert rc == 0, res
+    got = res["sglang_record"]
+    assert (got["missing"], got["altered"], got["altered_paths"]) == (len(lang), 1, ["sglang/utils.py"])
+    assert set(got["missing_paths"]) <= set(lang) and len(got["missing_paths"]) == 5

@@ -17,6 +17,11 @@ TAG = "not_judged_in_check"
 UNMARKED = {
     # The re-read after an install: a check installs nothing, so there is nothing to re-read.
     "Read the SGLang version after the install",
+    # The mark of an install under way, written before the installer and removed after it: the
+    # node ends as it was, and a check reports the install itself (its creates, or the report of
+    # what is installed again).
+    "Mark the release's install as under way",
+    "Mark the release's install as finished",
 }
 
 

@@ -9,8 +9,11 @@ host and the commands the plan hands to the tasks.
 """
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
 import os
+import shutil
 from pathlib import Path
 
 import jinja2
@@ -18,7 +21,7 @@ import pytest
 import yaml
 
 from ansible_collections.blackwell.sglang.plugins.modules.sglang_venv_info import venv_info
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import plan, problems
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import PENDING, plan, problems
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import settings as settings_table
 from conftest import ROOT
 
@@ -84,21 +87,33 @@ def _site(venv: str) -> Path:
     return site
 
 
-def _dist(site: Path, name: str, version: str) -> None:
+def _dist(site: Path, name: str, version: str, files: tuple = ()) -> None:
+    """A dist-info with its METADATA and a RECORD of it and `files` (relative to site), each
+    with its digest as an installer writes it."""
     info = site / f"{name}-{version}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    lines = []
+    for rel in (*files, f"{info.name}/METADATA"):
+        data = (site / rel).read_bytes()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        lines.append(f"{rel},sha256={digest},{len(data)}\n")
+    (info / "RECORD").write_text("".join(lines) + f"{info.name}/RECORD,,\n")
 
 
 def converge(values: dict, torch: str = TORCH_13, version: str = VERSION) -> None:
     """The node as the role leaves it (owners aside: the read below reports each row's)."""
     site = _site(values["__sglang_install_release_dir"])
-    _dist(site, "sglang", version)
     (site / "sglang").mkdir()
+    (site / "sglang" / "__init__.py").write_text("")
+    _dist(site, "sglang", version, ("sglang/__init__.py",))
     (site / "torch").mkdir()
     (site / "torch" / "version.py").write_text(torch)
     if values["sglang_install_installer"] == "uv":
-        _dist(_site(values["sglang_install_uv_venv"]), "uv", UV)
+        uv_site = _site(values["sglang_install_uv_venv"])
+        (Path(values["sglang_install_uv_venv"]) / "bin").mkdir()
+        (Path(values["sglang_install_uv_venv"]) / "bin" / "uv").write_bytes(b"uv " + UV.encode())
+        _dist(uv_site, "uv", UV, ("../../../bin/uv",))
     else:
         (Path(values["__sglang_install_release_dir"]) / "bin").mkdir()
         (Path(values["__sglang_install_release_dir"]) / "bin" / "pip").write_text("")
@@ -121,8 +136,9 @@ def read(values: dict, owners: bool = True) -> dict:
     owner its row names (the tests run unprivileged)."""
     rows = table(values)
     release = values["__sglang_install_release_dir"]
-    paths = [row["path"] for row in rows] + [release, release + "/bin/pip"]
-    got = venv_info(release, "/bin/sh", values["sglang_install_uv_venv"], paths, values["sglang_install_releases_dir"])
+    paths = [row["path"] for row in rows] + [release, release + "/bin/pip", release + "/" + PENDING]
+    got = venv_info(release, "/bin/sh", values["sglang_install_uv_venv"], paths, values["sglang_install_releases_dir"],
+                    record=True)
     for row in rows:
         state = got["paths"][row["path"]]
         if state["exists"] and owners:
@@ -397,3 +413,60 @@ def test_every_default_uv_release_has_its_wheel_hashes_and_another_needs_them_gi
         " uv==0.13.8 with its hashes in sglang_install_requirements_lock"]
     assert problems(read(uv_node), inputs(dict(other, sglang_install_uv_sha256=["c" * 64]))) == []
     assert problems(read(uv_node), inputs(dict(other, sglang_install_installer="pip"))) == []
+
+
+def test_a_release_whose_files_differ_from_its_record_is_installed_again(uv_node):
+    """A file of SGLang deleted: the version alone would call the release installed. The plan
+    installs SGLang's files again (uv --reinstall-package sglang; pip --force-reinstall without
+    the dependencies), before the link is touched, and tells why; a check reports it through
+    the report task, keeping `creates` so the command itself is judged unchanged."""
+    release = uv_node["__sglang_install_release_dir"]
+    site = Path(release) / "lib" / "python3.12" / "site-packages"
+    (site / "sglang" / "__init__.py").unlink()
+    why = (f"SGLang {VERSION} in {release} differs from its RECORD: 1 file missing (sglang/__init__.py); "
+           f"SGLang {VERSION} is installed again")
+    for check in (False, True):
+        got = planned(uv_node, read(uv_node), check)
+        assert (names(got), got["step"]["install"], got["reinstall"]) == (["install"], why, [why])
+        argv = got["install"]["argv"]
+        assert argv[argv.index("--compile-bytecode") + 1:argv.index("--compile-bytecode") + 3] == [
+            "--reinstall-package", "sglang"]
+        assert got["install"]["creates"] == ("" if not check else
+                                             f"{release}/lib/python3*/site-packages/sglang-{VERSION}.dist-info/METADATA")
+    pip = dict(uv_node, sglang_install_installer="pip")
+    (Path(release) / "bin").mkdir()
+    (Path(release) / "bin" / "pip").write_text("")
+    argv = planned(pip, read(pip))["install"]["argv"]
+    assert ["--force-reinstall", "--no-deps"] == [a for a in argv if a in ("--force-reinstall", "--no-deps")]
+
+
+def test_an_install_that_did_not_finish_is_installed_again_in_full(uv_node):
+    """The request files and SGLang's METADATA are there, but the install's mark too: the run
+    that wrote it was killed. Everything the request names is installed again."""
+    release = uv_node["__sglang_install_release_dir"]
+    (Path(release) / PENDING).write_text("")
+    got = planned(uv_node, read(uv_node))
+    why = (f"an install into {release} did not finish ({PENDING} is still there); SGLang {VERSION} is installed "
+           "again")
+    assert (names(got), got["step"]["install"], got["reinstall"]) == (["install"], why, [why])
+    assert "--reinstall" in got["install"]["argv"] and "--reinstall-package" not in got["install"]["argv"]
+    assert got["install"]["pending"] == f"{release}/{PENDING}"
+    # An install killed before SGLang was there: installed, and in full.
+    shutil.rmtree(next(Path(release).glob("lib/python3.12/site-packages/sglang-*.dist-info")))
+    got = planned(uv_node, read(uv_node))
+    assert got["step"]["install"] == f"SGLang {VERSION} is not installed" and got["reinstall"] == [why]
+    assert "--reinstall" in got["install"]["argv"]
+
+
+def test_a_replaced_uv_binary_installs_uv_again(uv_node):
+    uv_bin = Path(uv_node["__sglang_install_uv_bin"])
+    uv_bin.write_bytes(b"#!/bin/sh\n")
+    why = (f"uv {UV} in {uv_node['sglang_install_uv_venv']} differs from its RECORD: 1 file altered "
+           "(../../../bin/uv); uv is installed again")
+    for check in (False, True):
+        got = planned(uv_node, read(uv_node), check)
+        assert (names(got), got["step"]["uv"], got["reinstall"]) == (["uv"], why, [why])
+        assert "--force-reinstall" in got["uv"]["argv"]
+        assert bool(got["uv"]["creates"]) == check
+    uv_bin.unlink()
+    assert planned(uv_node, read(uv_node))["step"]["uv"].endswith("1 file missing (../../../bin/uv); uv is installed again")

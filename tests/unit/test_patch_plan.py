@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 import gpu_samples as samples
+import sglang_releases
+from ansible_collections.blackwell.sglang.plugins.module_utils import capmap
 from ansible_collections.blackwell.sglang.plugins.modules.sglang_venv_info import venv_info
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.patch_plan import COMMUNICATOR, plan, reads
 from sglang_wheels import BEFORE_SYMM_MEM, install_tree
@@ -48,7 +50,8 @@ def test_the_field_report_box_on_a_release_to_patch_gets_one_patch_step(release)
     assert RTX_PRO_6000_X8["capability_majors"] == [12]
     got = plan(release, RTX_PRO_6000_X8, settings(release))
     assert got == {"problems": [], "steps": [{"name": "patch", "reason": PATCH_REASON}], "notes": [],
-                   "package": release["sglang_package"], "release": RELEASE, "majors": [12]}
+                   "package": release["sglang_package"], "release": RELEASE, "majors": [12],
+                   "refused_in_check": True}
     # The same in a check: the module judges each file there.
     assert plan(release, RTX_PRO_6000_X8, settings(release), check_mode=True) == got
 
@@ -142,3 +145,29 @@ def test_settings_left_out_take_the_roles_defaults(release):
 def test_the_role_reads_only_what_the_play_has_not(venv_info, capabilities, known, gather, expected):
     settings = {"venv": "/opt/sglang/current", "capabilities": capabilities}
     assert reads(settings, venv_info, known, gather) == expected
+
+
+def test_a_release_with_its_communicator_deleted_is_broken_not_old(tmp_path):
+    """The lab's field case: part of the package deleted, the communicator with it. Read with its
+    RECORD, the release is refused in a run (install it again) and a note in a check, never a
+    release before 0.5.5 with nothing to patch; installed whole and patched, it is complete."""
+    venv = tmp_path / "venv"
+    site = venv / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    sglang_releases.install(RELEASE, site)
+    capmap.run(path=str(site / "sglang"))
+    whole = venv_info(str(venv), record=True)
+    assert plan(whole, RTX_PRO_6000_X8, settings(whole))["steps"] == [{"name": "patch", "reason": PATCH_REASON}]
+    (site / "sglang" / COMMUNICATOR).unlink()
+    broken = venv_info(str(venv), record=True)
+    assert broken["torch_symm_mem"] is False
+    why = (f"SGLang {RELEASE} in {venv} differs from its RECORD: 1 file missing (sglang/{COMMUNICATOR})")
+    run = plan(broken, RTX_PRO_6000_X8, settings(broken))
+    assert (run["problems"], run["steps"], run["notes"]) == (
+        [f"{why}; install it again (sglang_install) before patching it"], [], [])
+    assert run["refused_in_check"] is False
+    check = plan(broken, RTX_PRO_6000_X8, settings(broken), check_mode=True)
+    assert check["notes"] == [f"{why}: installing it again is this node's drift, and the patch is judged once it "
+                              "is installed"]
+    assert check["steps"] == []

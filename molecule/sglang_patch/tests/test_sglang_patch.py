@@ -170,8 +170,11 @@ def test_one_restart_requested_for_the_patch(host):
 def new_release(release, *after):
     """What installing a release beside the active one changes on a node, per installer."""
     role = "blackwell.sglang.sglang_install : "
-    files = [role + "Write the install request", role + "Write the package sources",
-             role + f"Install the pinned SGLang release {release}",
+    # The install is marked as under way before its request is written and unmarked once the
+    # installer finished (a run killed in between leaves the mark, and the next one installs again).
+    files = [role + "Mark the release's install as under way", role + "Write the install request",
+             role + "Write the package sources", role + f"Install the pinned SGLang release {release}",
+             role + "Mark the release's install as finished",
              role + f"Point the active-release link at release {release}", *after]
     return {SM120: [role + "Create the release's venv with uv"] + files,
             SM90: [role + "Create the release's venv with the interpreter's venv module"] + files}
@@ -298,7 +301,9 @@ def test_every_row_of_the_install_table_tampered_alone_is_reported_then_healed()
                 problems.append(f"{name}: check of {row['path']} tampered: {seen}")
         _changed, report = playbook("converge.yml", *pin)
         for name, row in rows.items():
-            extra = [f"{INSTALL_ROLE}Install the pinned SGLang release {RELEASE_B}"] if row["phase"] == "request" else []
+            extra = [f"{INSTALL_ROLE}Mark the release's install as under way",
+                     f"{INSTALL_ROLE}Install the pinned SGLang release {RELEASE_B}",
+                     f"{INSTALL_ROLE}Mark the release's install as finished"] if row["phase"] == "request" else []
             seen = _row_outcome(report, name)
             if seen != ([row["path"]], extra):
                 problems.append(f"{name}: converge of {row['path']} tampered: {seen}")
