@@ -123,3 +123,24 @@ def verify(site, dist_info, derived=None):
         if digest != want or (size.isdigit() and int(size) != size_found):
             note("altered", rel)
     return result
+
+
+def describe(record, what):
+    """Why a distribution is not as its installer left it, from verify()'s result RECORD (as
+    sglang_venv_info returns it): one clause naming the first files missing and altered, with
+    WHAT naming the distribution, or '' when none is (or nothing was checked)."""
+    if not record:
+        return ""
+    if record.get("error"):
+        return "%s is incomplete: %s" % (what, record["error"])
+    parts = []
+    for kind in ("missing", "altered"):
+        count = int(record.get(kind) or 0)
+        if count:
+            shown = list(record.get(kind + "_paths") or [])
+            more = count - len(shown)
+            parts.append("%d %s (%s%s)" % (count, "files " + kind if count > 1 else "file " + kind,
+                                           ", ".join(shown), ", and %d more" % more if more > 0 else ""))
+    if not parts:
+        return ""
+    return "%s differs from its RECORD: %s" % (what, "; ".join(parts))

@@ -84,6 +84,14 @@ options:
         0.05 to 0.13 s of CPU).
     type: bool
     default: false
+  distributions:
+    description:
+      - Other distributions installed in O(venv) to report on in RV(distributions), by their
+        dist-info name (V(sglang_router) for the router's release); with O(record=true) each
+        is also checked against its C(RECORD), as SGLang's is.
+    type: list
+    elements: str
+    default: []
   rollback_record:
     description:
       - The rollback record of a rollout (M(blackwell.sglang.sglang_rollback)) whose release
@@ -240,6 +248,18 @@ uv_record:
   returned: when O(record=true) and O(uv_venv) is set
   type: dict
   sample: {"checked": 5, "missing": 0, "altered": 1, "missing_paths": [], "altered_paths": ["../../../bin/uv"], "error": ""}
+distributions:
+  description: >-
+    Each distribution named in O(distributions), by name - C(version) (empty when the venv holds
+    no single distribution of that name), and with O(record=true) C(record) (as
+    RV(sglang_record); null without a single distribution) and C(off) (why its files are not as
+    its installer left them, one clause naming the first files missing or altered; empty when
+    they are, or when there is no distribution to check).
+  returned: when O(distributions) is set
+  type: dict
+  sample: {"sglang_router": {"version": "0.3.2", "off": "sglang_router 0.3.2 in /opt/sglang-router/0.3.2 differs from its
+           RECORD: 1 file altered (sglang_router/launch_router.py)", "record": {"checked": 18, "missing": 0, "altered": 1,
+           "missing_paths": [], "altered_paths": ["sglang_router/launch_router.py"], "error": ""}}}
 uv_venv_exists:
   description: Whether O(uv_venv) holds a C(pyvenv.cfg).
   returned: when O(uv_venv) is set
@@ -365,8 +385,19 @@ def _server_flags(package):
         return None, str(exc)
 
 
+def _distribution(venv, site_dirs, name, record):
+    """One more distribution of the venv: its version, and with RECORD its files as installed."""
+    dists = _dist_infos(site_dirs, name)
+    version = _version(dists[0]) if len(dists) == 1 else ""
+    found = {"version": version}
+    if record:
+        found["record"] = dist_record.verify(os.path.dirname(dists[0]), dists[0]) if len(dists) == 1 else None
+        found["off"] = dist_record.describe(found["record"], "%s %s in %s" % (name, version, venv))
+    return found
+
+
 def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None, user=None, group=None, contents=(),
-              server_flags=False, rollback_path=rollback_record.DEFAULT_PATH, record=False):
+              server_flags=False, rollback_path=rollback_record.DEFAULT_PATH, record=False, distributions=()):
     """Everything the roles need to know about the venv; reads files only."""
     site_dirs = _site_packages(venv)
     dists = _dist_infos(site_dirs, "sglang")
@@ -390,6 +421,8 @@ def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None, user=Non
     if record:
         result["sglang_record"] = (dist_record.verify(site, dists[0], capmap.record_derived())
                                    if len(dists) == 1 else None)
+    if distributions:
+        result["distributions"] = dict((name, _distribution(venv, site_dirs, name, record)) for name in distributions)
     if python:
         result["python"] = {"path": python, "exists": os.path.exists(python),
                             "executable": os.path.isfile(python) and os.access(python, os.X_OK)}
@@ -425,13 +458,15 @@ def main():
             server_flags=dict(type="bool", default=False),
             rollback_record=dict(type="path", default=rollback_record.DEFAULT_PATH),
             record=dict(type="bool", default=False),
+            distributions=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
     info = venv_info(module.params["venv"], module.params["python"], module.params["uv_venv"],
                      module.params["paths"], module.params["releases"], module.params["user"],
                      module.params["group"], module.params["contents"], module.params["server_flags"],
-                     module.params["rollback_record"], module.params["record"])
+                     module.params["rollback_record"], module.params["record"],
+                     module.params["distributions"])
     module.exit_json(changed=False, **info)
 
 

@@ -11,6 +11,8 @@ __metaclass__ = type
 import hashlib
 import json
 
+from ansible_collections.blackwell.sglang.plugins.module_utils.dist_record import describe
+
 
 def _name(path):
     return str(path or "").rstrip("/").rsplit("/", 1)[-1]
@@ -47,22 +49,6 @@ def release_name(version, extras, extra_packages, constraints, lock):
     return "%s-%s" % (version, digest[:10])
 
 
-def record_off(record, what):
-    """Why a distribution is not as its installer left it, from sglang_venv_info's check against
-    its RECORD (``sglang_record``, ``uv_record``): one clause naming the first files missing
-    and altered, or '' when none is (or nothing was checked)."""
-    if not record:
-        return ""
-    if record.get("error"):
-        return "%s is incomplete: %s" % (what, record["error"])
-    parts = []
-    for kind in ("missing", "altered"):
-        count = int(record.get(kind) or 0)
-        if count:
-            shown = list(record.get(kind + "_paths") or [])
-            more = count - len(shown)
-            parts.append("%d %s (%s%s)" % (count, "files " + kind if count > 1 else "file " + kind,
-                                           ", ".join(shown), ", and %d more" % more if more > 0 else ""))
-    if not parts:
-        return ""
-    return "%s differs from its RECORD: %s" % (what, "; ".join(parts))
+# Why a distribution is not as its installer left it: one clause (the module that reads the
+# node words it the same way for the router's release).
+record_off = describe

@@ -20,6 +20,8 @@ the fixed reply "blackwell" after a delay, behind the real unit, on an address t
   count as many requests and no failed answer from an engine;
 - the same upgrade back on one node without draining drops requests, and the router's metrics
   count the failed answers;
+- a file of the router's release changed on its node is drift there alone, named from pip's
+  RECORD, and a converge installs the release again and restarts the router onto it;
 - a router found stopped is started and passes its health gate before its workers are read,
   and every engine is back among them;
 - a node the router had dropped, its engine down, restarts without a wait for requests it
@@ -285,6 +287,33 @@ def test_a_worker_taken_out_and_a_stray_one_are_drift_and_a_converge_mends_both(
     assert changed == {ROUTER: 1, ENGINES[0]: 0, ENGINES[1]: 0, out: 1}, mend.stdout[-20000:]
     assert workers_now() == sorted((url, True) for url in urls.values())
     code, report, output = drift_report(fleet["inventory"], PLAYBOOK, fleet["env"], fleet["work"] / "mended")
+    assert code == 0, output
+
+
+# One of the router release's files changed on the node (pip's RECORD has its digest): drift on
+# the router's host alone, the file named, and a converge installs the release again over itself,
+# restarts the router onto it and leaves the engines alone.
+ROUTER_FILE = "/opt/sglang-router/0.3.2/lib/python3.11/site-packages/sglang_router/router_args.py"
+
+
+def test_a_router_release_with_a_file_changed_is_drift_and_installed_again(fleet):
+    in_container(ROUTER, f"echo '# changed on the node' >>{ROUTER_FILE}")
+    before = in_container(ROUTER, "systemctl show -p MainPID --value sglang-router").strip()
+    code, report, output = drift_report(fleet["inventory"], PLAYBOOK, fleet["env"], fleet["work"] / "router-release")
+    assert code == 1, output
+    assert [(f["label"], f["reason"]) for f in report["hosts"][ROUTER]["drift"]] == [(
+        "sglang_router : Report that the router's release is installed again, and why",
+        "sglang_router 0.3.2 in /opt/sglang-router/0.3.2 differs from its RECORD: 1 file altered "
+        "(sglang_router/router_args.py); sglang-router 0.3.2 is installed again")], report["hosts"][ROUTER]
+    assert {name: report["hosts"][name]["drift"] for name in ENGINES} == {name: [] for name in ENGINES}
+    mend = converge(fleet, "-e", "sglang_rollout_serial=100%")
+    assert mend.returncode == 0, mend.stdout[-20000:]
+    assert "changed on the node" not in in_container(ROUTER, f"cat {ROUTER_FILE}")
+    assert in_container(ROUTER, "systemctl show -p MainPID --value sglang-router").strip() != before
+    changed = {name: count["changed"] for name, count in recap(mend.stdout).items()}
+    assert changed == {ROUTER: 4, **{name: 0 for name in ENGINES}}, mend.stdout[-20000:]
+    assert all_workers_healthy() == sorted((f"http://{address(name)}:30000", True) for name in ENGINES)
+    code, report, output = drift_report(fleet["inventory"], PLAYBOOK, fleet["env"], fleet["work"] / "router-mended")
     assert code == 0, output
 
 

@@ -279,3 +279,21 @@ def test_record_reports_the_files_missing_and_altered_since_the_install(tmp_path
     got = res["sglang_record"]
     assert (got["missing"], got["altered"], got["altered_paths"]) == (len(lang), 1, ["sglang/utils.py"])
     assert set(got["missing_paths"]) <= set(lang) and len(got["missing_paths"]) == 5
+
+
+def test_other_distributions_are_read_and_checked_against_their_record(tmp_path):
+    """Any distribution of the venv by name (the router role reads sglang_router this way): its
+    version, its RECORD check and the one clause a role reports; one the venv lacks is empty."""
+    venv = venv_with(tmp_path, "0.5.18")
+    args = {"venv": str(venv), "record": True, "distributions": ["sglang", "sglang_router"]}
+    rc, res = run_module(args)
+    assert rc == 0, res
+    assert res["distributions"]["sglang_router"] == {"version": "", "record": None, "off": ""}
+    found = res["distributions"]["sglang"]
+    assert (found["version"], found["off"], found["record"]["altered"]) == ("0.5.18", "", 0), found
+    assert found["record"]["checked"] > 0
+    (venv / "lib" / PY / "site-packages" / "sglang" / "__init__.py").write_text("import os\n")
+    rc, res = run_module(args, "--check")
+    assert rc == 0, res
+    assert res["distributions"]["sglang"]["off"] == (
+        f"sglang 0.5.18 in {venv} differs from its RECORD: 1 file altered (sglang/__init__.py)")
