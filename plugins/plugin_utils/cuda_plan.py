@@ -71,10 +71,7 @@ def repository(facts, gpu, inputs):
             "cuda13: the role knows no signing key for the repository path %s (cuda13_repo_distro); set "
             "cuda13_repo_key_fingerprint and cuda13_repo_key_url (or cuda13_repo_key_content) for it. "
             "Nothing was changed." % distro)
-    elif fingerprint and not re.match(r"^([0-9A-F]{40}|[0-9A-F]{64})$", fingerprint):
-        problems.append(
-            "cuda13: cuda13_repo_key_fingerprint '%s' is not an OpenPGP fingerprint (40 hexadecimal digits, or 64 for "
-            "a version 6 key). Nothing was changed." % (inputs.get("repo_key_fingerprint") or fingerprint))
+    # The fingerprint's format is the settings table's (plugins/plugin_utils/settings.py).
     problems += _version_problems(inputs)
     if truthy(inputs["preflight_enabled"]) and not truthy(inputs["driver_manage"]) and gpu and gpu.get("present"):
         driver = gpu.get("driver_version")

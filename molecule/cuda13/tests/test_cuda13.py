@@ -310,8 +310,7 @@ def test_a_fingerprint_that_is_no_fingerprint_is_refused_before_the_key_is_read(
     assert _failures(report, "cuda13-fresh") == [(
         "Refuse settings and a driver CUDA 13 cannot work with",
         "cuda13: cuda13_repo_key_fingerprint: must be an OpenPGP fingerprint (40 or 64 hexadecimal characters),"
-        " got '3BF863CC'. cuda13: cuda13_repo_key_fingerprint '3BF863CC' is not an OpenPGP fingerprint (40"
-        " hexadecimal digits, or 64 for a version 6 key). Nothing was changed.",
+        " got '3BF863CC'.",
     )]
     assert _snapshot("cuda13-fresh") == before
 
