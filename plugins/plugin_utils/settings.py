@@ -681,12 +681,40 @@ def _check(name, kind, value, settings):
     raise ValueError(f"unknown format {kind!r} for {name}")
 
 
+def _stop_outlasts_drain(values):
+    stop, drain = int(values["sglang_service_timeout_stop_sec"]), int(values["sglang_service_router_drain_timeout"])
+    if stop >= drain + STOP_MARGIN:
+        return []
+    return [f"sglang_service_timeout_stop_sec: must be at least {STOP_MARGIN} s above "
+            f"sglang_service_router_drain_timeout ({drain}), got {stop}: on SIGTERM SGLang finishes the requests it "
+            "holds (it counts them every 5 s) and systemd kills it when TimeoutStopSec runs out, so a stop must "
+            "outlast the drain."]
+
+
+# How far TimeoutStopSec must outlast the drain: SGLang notices SIGTERM and counts the requests it
+# still holds every 5 s, so its own drain ends up to two looks after the last request.
+STOP_MARGIN = 10
+# Settings judged together, each check run when any of its names is set and each name passes its
+# own row; a name not set takes its role's default (RELATED_DEFAULTS, which a unit test holds
+# equal to the roles' defaults/main.yml).
+RELATIONS = ((("sglang_service_timeout_stop_sec", "sglang_service_router_drain_timeout"), _stop_outlasts_drain),)
+RELATED_DEFAULTS = {"sglang_service_timeout_stop_sec": 120, "sglang_service_router_drain_timeout": 60}
+
+
 def problems(settings, table=None):
     """One message per setting in ``settings`` (name to value) that would break the file it
-    lands in, in the table's order. Names the table does not list are not judged."""
+    lands in, in the table's order, then those of settings judged together (RELATIONS). Names
+    the table does not list are not judged."""
     table = TABLE if table is None else table
     out = []
+    wrong = set()
     for name, kind in table.items():
         if name in settings:
-            out += _check(name, kind, settings[name], settings)
+            found = _check(name, kind, settings[name], settings)
+            out += found
+            wrong.update([name] if found else [])
+    for names, check in RELATIONS:
+        if any(name in settings for name in names) and not wrong.intersection(names) and all(
+                name in table for name in names):
+            out += check(dict((name, settings.get(name, RELATED_DEFAULTS[name])) for name in names))
     return out

@@ -211,6 +211,31 @@ def test_whole_numbers_within_bounds():
     ]
 
 
+def test_a_stop_that_cannot_outlast_the_drain_is_refused_with_either_set_alone():
+    refused = ("sglang_service_timeout_stop_sec: must be at least 10 s above sglang_service_router_drain_timeout ({}),"
+               " got {}: on SIGTERM SGLang finishes the requests it holds (it counts them every 5 s) and systemd kills "
+               "it when TimeoutStopSec runs out, so a stop must outlast the drain.")
+    assert settings.problems({"sglang_service_timeout_stop_sec": 70, "sglang_service_router_drain_timeout": 60}) == []
+    assert settings.problems({"sglang_service_timeout_stop_sec": 69, "sglang_service_router_drain_timeout": 60}) == [
+        refused.format(60, 69)]
+    # The other one at its role's default (120 s to stop, 60 s to drain).
+    assert settings.problems({"sglang_service_timeout_stop_sec": 30}) == [refused.format(60, 30)]
+    assert settings.problems({"sglang_service_router_drain_timeout": 115}) == [refused.format(115, 120)]
+    # A value its own row refuses is named once, by that row.
+    assert settings.problems({"sglang_service_timeout_stop_sec": "soon"}) == [
+        "sglang_service_timeout_stop_sec: must be a whole number, got 'soon'."]
+
+
+def test_the_defaults_relations_assume_are_the_roles():
+    import yaml  # pylint: disable=import-outside-toplevel
+
+    defaults = {}
+    for path in sorted(ROOT.glob("roles/*/defaults/main.yml")):
+        defaults.update(yaml.safe_load(path.read_text()))
+    assert settings.RELATED_DEFAULTS == {name: defaults[name] for name in settings.RELATED_DEFAULTS}
+    assert {name for names, _check in settings.RELATIONS for name in names} == set(settings.RELATED_DEFAULTS)
+
+
 def test_names_outside_the_table_are_not_judged():
     assert settings.problems({"sglang_preflight_unrelated": "pre\nsent", "unrelated": "\n"}) == []
 
