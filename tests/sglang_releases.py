@@ -13,6 +13,7 @@ MEMBERS = (
     "sglang/srt/arg_groups/",
     "sglang/srt/layers/flashinfer_comm_fusion.py",
     "sglang/srt/environ.py",
+    "sglang/srt/entrypoints/http_server.py",
     "sglang/srt/distributed/device_communicators/",
     "sglang/version.py",
     "sglang/_version.py",

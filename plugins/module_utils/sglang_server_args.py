@@ -31,6 +31,8 @@ VERSION_FILE = "version.py"
 FUSION_SOURCE = os.path.join("srt", "layers", "flashinfer_comm_fusion.py")
 ENVIRON_SOURCE = os.path.join("srt", "environ.py")
 COMMUNICATORS_DIR = os.path.join("srt", "distributed", "device_communicators")
+HTTP_SERVER = os.path.join("srt", "entrypoints", "http_server.py")
+READY_PATH = "/ready"
 
 # The message SGLang raises when FlashInfer all-reduce fusion meets a GPU outside SM90/SM10X
 # (0.5.15 and later): on an SM120 node such a release dies at start-up, then systemd restarts it.
@@ -288,6 +290,24 @@ def has_pcie_ipc_allreduce(package_dir):
     return False
 
 
+def serves_ready(package_dir):
+    """True when the release's HTTP server has a ``GET /ready`` route (0.5.23 has it, 0.5.18 not):
+    200 once it takes new requests, 503 before that and while it stops. Read from the route's
+    decorator (``@app.get("/ready")``) in the source, not from a version number."""
+    path = os.path.join(package_dir, HTTP_SERVER)
+    if READY_PATH not in _read_text(path):
+        return False
+    for node in ast.walk(_parse(path)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for decorator in node.decorator_list:
+            if (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)
+                    and decorator.func.attr in ("get", "api_route") and decorator.args
+                    and _text(decorator.args[0]) == READY_PATH):
+                return True
+    return False
+
+
 def fusion_arguments(flags):
     """Arguments that turn FlashInfer all-reduce fusion on, spelled for this release.
 
@@ -329,6 +349,7 @@ def scan_release(package_dir):
         "fusion_arguments": fusion_arguments(flags),
         "fusion_sm_restricted": fusion_is_sm_restricted(package_dir),
         "pcie_ipc_allreduce": has_pcie_ipc_allreduce(package_dir),
+        "ready_endpoint": serves_ready(package_dir),
     }
 
 

@@ -107,6 +107,14 @@ pcie_ipc_allreduce:
   returned: success
   type: bool
   sample: true
+ready_endpoint:
+  description: >-
+    True when the release's HTTP server has a C(GET /ready) route (read from its source): 200
+    once it takes new requests, 503 before and while it stops. The health gate asks it there,
+    and C(/health) elsewhere.
+  returned: success
+  type: bool
+  sample: true
 missing:
   description: Flags of O(check_flags) the release does not have, in the order given.
   returned: success

@@ -212,7 +212,8 @@ server_flags:
   description: >-
     The release's launch flags and what follows from them, as
     M(blackwell.sglang.sglang_server_flags) returns them (C(version), C(flags), C(deprecated),
-    C(fusion_arguments), C(fusion_sm_restricted), C(pcie_ipc_allreduce), C(package_dir));
+    C(fusion_arguments), C(fusion_sm_restricted), C(pcie_ipc_allreduce), C(ready_endpoint),
+    C(package_dir));
     null when they could not be read (see RV(server_flags_error)).
   returned: when O(server_flags=true)
   type: dict

@@ -189,6 +189,9 @@ def release(read, inputs, setting_problems, check_mode=False):
         "cuda_record": "%s\n" % toolkit if toolkit else "",
         "fusion": {"crash": crash, "enabled": fusion, "left_out": crash and policy == "warn"},
         "pcie_ipc_allreduce": pcie, "health_host": health_host(inputs["host"]),
+        # What the health gate asks: /ready where the release serves it (200 once it takes new
+        # requests, 503 while it loads and while it stops), /health where it does not.
+        "health_path": "/ready" if flags.get("ready_endpoint") else "/health",
         # The majors the NCCL version is judged against: nothing to judge under ignore.
         "nccl_majors": [] if inputs["nccl_version_policy"] == "ignore" else majors,
     }

@@ -553,13 +553,17 @@ def test_the_newest_release_shows_the_crash_policy_and_the_pcie_all_reduce(fleet
     assert not [word for word in argv if "fusion" in word], argv
     assert "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1" in fields["Environment"].split()
     assert fields["Patch"].startswith("SGLang 0.5.23, capability 12: ")
-    # Back to the lab's release.
+    # Its gate asked /ready, which 0.5.23 serves (the engine's first 200 answered that path).
+    assert json.loads(on_node(2, f"tail -n 1 {HEALTHY}"))["path"] == "/ready"
+    # Back to the lab's release, which has no /ready: its gate asks /health.
     back = converge(fleet, "--limit", node(2))
     assert back.returncode == 0, back.stdout[-20000:]
     assert lab_summary(fleet, "summary-back")[node(2)]["Patch"] == PATCH
+    assert json.loads(on_node(2, f"tail -n 1 {HEALTHY}"))["path"] == "/health"
 
 
 STANDIN_CONFIG = "/etc/sglang-standin/config.json"
+HEALTHY = "/var/lib/sglang-standin/healthy.jsonl"
 SERVE = '{"mode": "serve", "health_delay": 1.0}'
 REFUSE_0_5_23 = '{"mode": "serve", "health_delay": 1.0, "refuse_versions": ["0.5.23"]}'
 HEALTH = "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/health').status)\""
@@ -583,7 +587,7 @@ def test_an_upgrade_the_engine_refuses_is_rolled_back_and_the_next_batch_never_t
             on_node(i, f"echo '{SERVE}' >{STANDIN_CONFIG}")
     assert run.returncode == 2, run.stdout[-5000:]
     assert (f"sglang_service: sglang.service on {node(1)} failed (systemd gave up restarting it: failed/failed) "
-            "(/health: no answer) after the switch to /opt/sglang/releases/0.5.23 and a change of its unit; "
+            "(/ready: no answer) after the switch to /opt/sglang/releases/0.5.23 and a change of its unit; "
             "rolled back to the previous release /opt/sglang/releases/0.5.8 with its previous unit, which answers "
             "/health again: the node serves what it served before. The rollout stops here. "
             "Last lines of its journal: ") in run.stdout, run.stdout[-5000:]
@@ -685,7 +689,7 @@ def test_a_run_killed_after_the_switch_is_rolled_back_by_the_next_failed_gate(fl
     assert run.returncode == 2, run.stdout[-5000:]
     # The module's warning: on standard error, wrapped to the terminal's width.
     assert "holds the rollback record of a rollout that did not finish" in " ".join(run.stderr.split()), run.stderr[-5000:]
-    assert ("(/health: no answer) after the switch to /opt/sglang/releases/0.5.23 and a change of its unit; "
+    assert ("(/ready: no answer) after the switch to /opt/sglang/releases/0.5.23 and a change of its unit; "
             "rolled back to the previous release /opt/sglang/releases/0.5.8 with its previous unit, which answers "
             "/health again: the node serves what it served before.") in run.stdout, run.stdout[-5000:]
     assert on_node(1, "readlink /opt/sglang/current").strip() == "/opt/sglang/releases/0.5.8"

@@ -20,6 +20,8 @@ the fixed reply "blackwell" after a delay, behind the real unit, on an address t
   count as many requests and no failed answer from an engine;
 - the same upgrade back on one node without draining drops requests, and the router's metrics
   count the failed answers;
+- requests an engine is answering when its unit restarts (sent to it directly) all get their
+  answer: the engine stops gracefully on SIGTERM, as SGLang does, and the restart waits for them;
 - a file of the router's release changed on its node is drift there alone, named from pip's
   RECORD, and a converge installs the release again and restarts the router onto it;
 - a router found stopped is started and passes its health gate before its workers are read,
@@ -442,6 +444,48 @@ def test_the_same_upgrade_without_draining_drops_requests(fleet):
     print("undrained upgrade of one node:", got, "router metrics:", counted)
     assert got["failed"] > 0, got
     assert counted["failed"] > 0 and counted["routed"] == got["sent"], (counted, got)
+
+
+# Requests an engine is answering when its unit stops: SGLang (and the stand-in, as it does)
+# finishes them on SIGTERM before it exits, within the unit's TimeoutStopSec. Three requests that
+# each take 4 s, sent straight to one engine (no router in the way), then the unit restarted.
+IN_FLIGHT = r"""
+import json, threading, urllib.request
+KEY, results = %r, []
+def one():
+    r = urllib.request.Request('http://127.0.0.1:30000/generate', data=json.dumps({'text': 'hi'}).encode(),
+                               headers={'Authorization': 'Bearer ' + KEY, 'Content-Type': 'application/json'})
+    try:
+        a = urllib.request.urlopen(r, timeout=60); results.append([a.status, json.loads(a.read())['text']])
+    except Exception as e:
+        results.append([getattr(e, 'code', 0), str(e)])
+threads = [threading.Thread(target=one) for _ in range(3)]
+[t.start() for t in threads]; [t.join() for t in threads]
+open('/tmp/inflight.json', 'w').write(json.dumps(results))
+""" % KEY
+
+
+def test_a_restart_finishes_the_requests_in_flight_first(fleet):
+    name = ENGINES[1]
+    slow = json.dumps(dict(json.loads(STANDIN), reply_delay=4.0))
+    wait_healthy = ("for i in $(seq 60); do python3 -c \"import urllib.request as u; "
+                    "u.urlopen('http://127.0.0.1:30000/health')\" 2>/dev/null && exit 0; sleep 0.5; done; exit 1")
+    in_container(name, f"echo '{slow}' >/etc/sglang-standin/config.json && systemctl restart sglang && {wait_healthy}")
+    try:
+        in_container(name, "rm -f /tmp/inflight.json")
+        subprocess.run(["podman", "exec", "-d", name, "python3", "-c", IN_FLIGHT], check=True, capture_output=True)
+        time.sleep(1.5)
+        began = time.monotonic()
+        in_container(name, "systemctl restart sglang")
+        took = time.monotonic() - began
+        results = json.loads(in_container(name, "for i in $(seq 30); do test -s /tmp/inflight.json && break; "
+                                                "sleep 0.5; done; cat /tmp/inflight.json"))
+    finally:
+        in_container(name, f"echo '{STANDIN}' >/etc/sglang-standin/config.json && systemctl restart sglang && {wait_healthy}")
+    # Every request already being answered got its answer; the stop waited for them, and no more.
+    assert results == [[200, "blackwell"]] * 3, results
+    assert 2.0 <= took < 15.0, took
+    assert all_workers_healthy() == sorted((f"http://{address(n)}:30000", True) for n in ENGINES)
 
 
 def exposure(name: str, unit: str) -> float:

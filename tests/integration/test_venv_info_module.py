@@ -238,7 +238,7 @@ def test_server_flags_are_the_releases_own_as_sglang_server_flags_reads_them(tmp
     assert res["server_flags"]["version"] == "0.5.18"
     assert "--enable-torch-symm-mem" in res["server_flags"]["flags"]
     for key in ("version", "flags", "deprecated", "fusion_arguments", "fusion_sm_restricted", "pcie_ipc_allreduce",
-                "package_dir"):
+                "ready_endpoint", "package_dir"):
         assert res["server_flags"][key] == flags[key], key
     # Not asked: not read.
     rc, plain = run_module({"venv": str(venv)})

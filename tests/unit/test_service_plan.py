@@ -30,7 +30,7 @@ FLAGS_058 = {"version": "0.5.8", "fusion_sm_restricted": False, "pcie_ipc_allred
                        "--enable-torch-symm-mem", "--enable-flashinfer-allreduce-fusion", "--speculative-algorithm",
                        "--speculative-draft-model-path", "--speculative-num-steps", "--speculative-eagle-topk",
                        "--speculative-num-draft-tokens", "--mem-fraction-static", "--enable-metrics"]}
-FLAGS_0523 = dict(FLAGS_058, version="0.5.23", fusion_sm_restricted=True, pcie_ipc_allreduce=True,
+FLAGS_0523 = dict(FLAGS_058, version="0.5.23", fusion_sm_restricted=True, pcie_ipc_allreduce=True, ready_endpoint=True,
                   fusion_arguments=["--flashinfer-allreduce-fusion-backend", "auto"],
                   flags=FLAGS_058["flags"] + ["--flashinfer-allreduce-fusion-backend"])
 RUNNING = {"exists": True, "active_state": "active", "sub_state": "running", "unit_file_state": "enabled",
@@ -432,6 +432,12 @@ def test_the_pcie_all_reduce_follows_the_topology_and_the_release(tmp_path):
     assert old["problems"] == ["sglang_service: sglang_service_pcie_ipc_allreduce is 'always' but SGLang 0.5.8 has no "
                                "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE; use 'auto' or install a release that ships the PCIe "
                                "IPC all-reduce."]
+
+
+def test_the_gate_asks_ready_where_the_release_serves_it(tmp_path):
+    found = {"server_flags": FLAGS_0523, "paths": {}}
+    assert release(found, inputs(tmp_path, crash_policy="force"), [])["health_path"] == "/ready"
+    assert release({"server_flags": FLAGS_058, "paths": {}}, inputs(tmp_path), [])["health_path"] == "/health"
 
 
 def test_every_problem_of_a_readable_release_at_once(tmp_path):

@@ -104,12 +104,12 @@ SERVICE_FLAGS = [
     "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--api-key", "--enable-metrics",
 ]
 
-# release: (fusion arguments, fusion raises off SM90/SM10X, PCIe IPC all-reduce)
+# release: (fusion arguments, fusion raises off SM90/SM10X, PCIe IPC all-reduce, GET /ready)
 RELEASES = {
-    "0.5.4": (["--enable-flashinfer-allreduce-fusion"], False, False),
-    "0.5.8": (["--enable-flashinfer-allreduce-fusion"], False, False),
-    "0.5.15": (["--flashinfer-allreduce-fusion-backend", "auto"], True, False),
-    "0.5.23": (["--flashinfer-allreduce-fusion-backend", "auto"], True, True),
+    "0.5.4": (["--enable-flashinfer-allreduce-fusion"], False, False, False),
+    "0.5.8": (["--enable-flashinfer-allreduce-fusion"], False, False, False),
+    "0.5.15": (["--flashinfer-allreduce-fusion-backend", "auto"], True, False, False),
+    "0.5.23": (["--flashinfer-allreduce-fusion-backend", "auto"], True, True, True),
 }
 
 
@@ -122,12 +122,13 @@ def release(request, tmp_path_factory):
 @pytest.mark.slow
 def test_real_release_has_the_service_flags_and_known_hazards(release):
     version, scanned = release
-    fusion, restricted, pcie = RELEASES[version]
+    fusion, restricted, pcie, ready = RELEASES[version]
     assert scanned["version"] == version
     assert [flag for flag in SERVICE_FLAGS if flag not in scanned["flags"]] == []
     assert scanned["fusion_arguments"] == fusion
     assert scanned["fusion_sm_restricted"] is restricted
     assert scanned["pcie_ipc_allreduce"] is pcie
+    assert scanned["ready_endpoint"] is ready
     assert "--no-such-flag" not in scanned["flags"]
 
 

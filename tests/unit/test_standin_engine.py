@@ -2,16 +2,20 @@
 /metrics with Prometheus text when started with --enable-metrics, without the key as SGLang does,
 and 404 without the flag; on SIGTERM it leaves no process behind (its spawned child and
 multiprocessing's resource tracker end before it does), which is what lets systemd in the lab's
-containers stop it without waiting out TimeoutStopSec. Run on loopback from a venv that holds a
-bare ``sglang`` package."""
+containers stop it without waiting out TimeoutStopSec; and it stops gracefully as SGLang does, a
+request in flight answered before it exits, the health paths 503 meanwhile, and serves /ready
+where the release declares that route. Run on loopback from a venv that holds a bare ``sglang``
+package."""
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -35,11 +39,17 @@ def _get(port, path, headers=None):
     return response.status, response.getheader("Content-Type"), response.read().decode()
 
 
+# The route as a release that serves it declares it (SGLang 0.5.23's http_server.py, in short).
+READY_ROUTE = '@app.get("/ready")\nasync def ready() -> Response:\n    ...\n'
+
+
 @pytest.fixture
 def standin(tmp_path):
-    """Starts the stand-in with the given extra arguments; stops every one it started."""
+    """Starts the stand-in with the given extra arguments; stops every one it started. A config
+    written to tmp_path/config.json first is the one it reads; tmp_path/site/sglang is the
+    release it stands beside."""
     package = tmp_path / "site"
-    (package / "sglang").mkdir(parents=True)
+    (package / "sglang" / "srt" / "entrypoints").mkdir(parents=True)
     (package / "sglang" / "__init__.py").write_text("")
     (package / "sglang-0.5.8.dist-info").mkdir()
     (package / "sglang-0.5.8.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.8\n")
@@ -117,3 +127,38 @@ def test_sigterm_leaves_no_process_behind(standin):
     assert _session(proc.pid) == []
     with pytest.raises(OSError):
         _get(port, "/health")
+
+
+def _post(port, results):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("POST", "/generate", body=json.dumps({"text": "hi"}),
+                 headers={"Authorization": "Bearer k", "Content-Type": "application/json"})
+    response = conn.getresponse()
+    results.append((response.status, json.loads(response.read())["text"]))
+
+
+def test_ready_only_where_the_release_declares_it(standin, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"health_delay": 0.0}))
+    port, _proc = standin()
+    assert _get(port, "/ready")[0] == 404
+    (tmp_path / "site" / "sglang" / "srt" / "entrypoints" / "http_server.py").write_text(READY_ROUTE)
+    port, _proc = standin()
+    assert _get(port, "/ready")[0] == 200
+
+
+def test_sigterm_finishes_the_request_in_flight_then_exits(standin, tmp_path):
+    (tmp_path / "site" / "sglang" / "srt" / "entrypoints" / "http_server.py").write_text(READY_ROUTE)
+    (tmp_path / "config.json").write_text(json.dumps({"health_delay": 0.0, "reply_delay": 2.0}))
+    port, proc = standin()
+    results = []
+    client = threading.Thread(target=_post, args=(port, results))
+    client.start()
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    # Stopping: not ready, not healthy, still running what it holds.
+    assert (_get(port, "/ready")[0], _get(port, "/health")[0]) == (503, 503)
+    assert proc.poll() is None
+    client.join(timeout=10)
+    assert results == [(200, "blackwell")]
+    assert proc.wait(timeout=10) == 0

@@ -4,7 +4,9 @@ Records how systemd started it (argv, environment, user, the CUDA release nvcc u
 reports, as a JIT compile at start-up would find it) as one JSON line in
 /var/lib/sglang-standin/launches.jsonl, then serves ``/health`` and ``/health_generate`` on the
 ``--host``/``--port`` it was given, answering 503 until a start-up delay has passed and 200
-afterwards, like an engine that loads its model. The first 200 is recorded in healthy.jsonl.
+afterwards, like an engine that loads its model, and ``/ready`` the same way where the release
+installed beside it serves that route (its http_server.py declares it: 0.5.23 does, 0.5.18 not).
+The first 200 of these is recorded in healthy.jsonl, with the path asked.
 
 Told what to do by /etc/sglang-standin/config.json (the unit stays exactly the production
 one):  {"health_delay": 1.0, "mode": "serve" | "unhealthy" | "exit",
@@ -20,10 +22,13 @@ Once healthy it also answers ``/generate`` and ``/v1/chat/completions`` (with th
 launcher handed it, when there is one) with the fixed reply "blackwell" after reply_delay seconds,
 and the calls SGLang's router makes on a worker (/get_server_info, /get_model_info, /get_load
 with the requests in flight), and /v1/loads?include=core as SGLang 0.5.8 to 0.5.23 do. A SIGTERM
-drops the requests in flight, as a stopping engine does, and the stand-in ends its spawned child
-and multiprocessing's resource tracker before it exits, so that nothing of it is left for
-systemd's final SIGKILL: in the lab's containers (cgroup v1 hybrid) systemd does not see a cgroup
-emptied by that SIGKILL and waited out TimeoutStopSec (120 s) on every stop.
+starts a graceful stop, as SGLang's own (its tokenizer manager's SIGTERM handler, 0.5.8 to
+0.5.23): from then on the health paths and /ready answer 503, requests are still taken, and the
+stand-in exits once it holds none (SGLang counts them every 5 s; the stand-in at once, so that a
+lab restart takes no longer than it must). A SIGKILL drops what is in flight. The stand-in ends
+its spawned child and multiprocessing's resource tracker before it exits, so that nothing of it
+is left for systemd's final SIGKILL: in the lab's containers (cgroup v1 hybrid) systemd does not
+see a cgroup emptied by that SIGKILL and waited out TimeoutStopSec (120 s) on every stop.
 
 Started with --enable-metrics it answers ``/metrics`` with a few Prometheus text series named as
 SGLang names its own (requests running and waiting, requests served), without asking for the
@@ -79,6 +84,17 @@ def _append(name, record):
         handle.write(json.dumps(record, sort_keys=True) + "\n")
 
 
+def _serves_ready(package_dirs):
+    """Whether the installed release's HTTP server declares GET /ready (read, never imported)."""
+    for folder in package_dirs:
+        try:
+            with open(os.path.join(folder, "srt", "entrypoints", "http_server.py"), encoding="utf-8") as handle:
+                return re.search(r"""^@app\.get\(\s*["']/ready["']""", handle.read(), re.MULTILINE) is not None
+        except OSError:
+            continue
+    return False
+
+
 def main():
     argv = sys.argv[1:]
     try:
@@ -125,6 +141,8 @@ def main():
     in_flight = [0]
     served = [0]
     lock = threading.Lock()
+    stopping = threading.Event()
+    health_paths = ("/health", "/health_generate") + (("/ready",) if _serves_ready(sys.modules["sglang"].__path__) else ())
 
     def _metrics_text():
         label = '{model_name="%s"}' % model.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
@@ -174,10 +192,10 @@ def main():
                 self.end_headers()
                 self.wfile.write(body)
                 return
-            if self.path not in ("/health", "/health_generate"):
+            if self.path not in health_paths:
                 self.send_error(404)
                 return
-            ready = self._ready()
+            ready = self._ready() and not stopping.is_set()
             if ready and not healthy_recorded.is_set():
                 healthy_recorded.set()
                 _append("healthy.jsonl", {"time": time.time(), "pid": os.getpid(), "path": self.path})
@@ -215,7 +233,21 @@ def main():
     server = http.server.ThreadingHTTPServer(
         (_option(argv, "--host", "127.0.0.1"), int(_option(argv, "--port", "30000"))), Handler
     )
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+
+    def drain_then_stop():
+        while True:
+            with lock:
+                if in_flight[0] == 0:
+                    break
+            time.sleep(0.05)
+        server.shutdown()
+
+    def graceful_stop(*_):
+        if not stopping.is_set():
+            stopping.set()
+            threading.Thread(target=drain_then_stop, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, graceful_stop)
     print("sglang stand-in: serving on %s:%s (mode %s)" % (server.server_address + (mode,)), flush=True)
     server.serve_forever()
     engine_logging.stop(scheduler)
