@@ -240,13 +240,20 @@ def test_nodes_present_as_the_field_report_box_and_run_its_flags(fleet):
     assert readme_summary() == summary[node(1)]
 
 
-def test_each_tampered_node_shows_exactly_its_drift_and_check_changes_nothing(fleet):
-    for i, (tamper, _drift) in TAMPERS.items():
+def tampered_then_checked(fleet, tampers: dict, name: str) -> tuple[dict, str]:
+    """Each node's tamper (tampers: node number to (command, expected)) done, then a check that
+    finds drift and changes no byte; its report and output."""
+    for i, (tamper, _expected) in tampers.items():
         on_node(i, tamper)
     before = snapshot()
-    code, report, output = drift_report(fleet, "tampered")
+    code, report, output = drift_report(fleet, name)
     assert snapshot() == before
     assert code == 1, output
+    return report, output
+
+
+def test_each_tampered_node_shows_exactly_its_drift_and_check_changes_nothing(fleet):
+    report, _output = tampered_then_checked(fleet, TAMPERS, "tampered")
     for i, (_tamper, expected) in TAMPERS.items():
         host = report["hosts"][node(i)]
         assert host["status"] == "drift", node(i)
@@ -391,12 +398,7 @@ REINSTALL_TASK = "sglang_install : Report what is installed again, and why"
 
 
 def test_an_incomplete_release_and_a_replaced_uv_show_on_exactly_their_nodes(fleet):
-    for i, (tamper, _reason) in INCOMPLETE.items():
-        on_node(i, tamper)
-    before = snapshot()
-    code, report, output = drift_report(fleet, "incomplete")
-    assert snapshot() == before
-    assert code == 1, output
+    report, output = tampered_then_checked(fleet, INCOMPLETE, "incomplete")
     for i in range(1, NODES + 1):
         host = report["hosts"][node(i)]
         if i not in INCOMPLETE:
