@@ -266,6 +266,10 @@ TABLE = {
     "sglang_rollout_lock_path": "path",
     "sglang_rollout_lock_timeout": "int:0:86400",
     "sglang_rollout_lock_break": "line",
+    # playbooks/preflight.yml and node.yml: a converge run as one slice of a sliced AWX job
+    # (blackwell.sglang.rollout_slicing).
+    "sglang_rollout_allow_sliced": "bool",
+    "sglang_rollout_slice_count": "opt_int:1:1000",
     # Every role's sources: the hosts plain http may fetch from (read by the url formats).
     "sglang_http_hosts_allowed": "lines",
     # sglang_model: the model's names, where it goes and the hub mirror.

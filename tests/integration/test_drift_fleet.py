@@ -20,9 +20,10 @@ it is what the link can be switched back to. Then:
 - a converge repairs all four and the report is clean again;
 - then the newer drift kinds; a release with part of its package (its communicator among it)
   deleted and a replaced uv binary, each drift on its node alone with the files named, both
-  installed again by a converge; a preflight failure, a failed batch, the 0.5.23 release's crash
-  policy outcomes, a rollback to what a killed run's rollback record kept, and fresh and broken
-  nodes, each with its exact verdicts.
+  installed again by a converge; a preflight failure, a converge and a check run as one slice
+  of a sliced AWX job, a failed batch, the 0.5.23 release's crash policy outcomes, a rollback to
+  what a killed run's rollback record kept, and fresh and broken nodes, each with its exact
+  verdicts.
 """
 from __future__ import annotations
 
@@ -448,6 +449,59 @@ def test_a_node_failing_the_preflight_leaves_the_others_not_checked(fleet):
     for i in (1, 3, 4):
         assert (report["hosts"][node(i)]["status"], report["hosts"][node(i)]["reason"]) == ("not checked", why)
     assert report["summary"]["not_checked_hosts"] == 3
+
+
+# AWX's meta variables of a job that a sliced job template started (docs/awx.md): launched by a
+# workflow job that AWX names after the template. Nodes 1 and 3 stand for the slice's hosts.
+AWX_SLICE = {"awx_job_id": 1042, "awx_job_launch_type": "workflow", "awx_workflow_job_id": 1041,
+             "awx_workflow_job_name": "SGLang rollout", "awx_job_template_id": 7,
+             "awx_job_template_name": "SGLang rollout"}
+AWX_SEEN = ("AWX started it from a workflow job named after its job template ('SGLang rollout'), as it starts"
+            " each slice of a sliced job template")
+
+
+def test_a_sliced_awx_converge_is_refused_before_any_node_changes_and_a_sliced_check_runs(fleet):
+    """site.yml's first play refuses the converge of one slice before anything connects to a node,
+    naming the reason and the way to run it; the same slice checked runs to the end, each node
+    clean, with the note that says what a slice leaves out, and changes nothing either."""
+    values = fleet["work"] / "awx-slice.json"
+    values.write_text(json.dumps(AWX_SLICE))
+    slice_hosts = f"{node(1)},{node(3)}"
+    before = snapshot()
+    run = converge(fleet, "--limit", slice_hosts, "-e", f"@{values}")
+    assert snapshot() == before
+    assert run.returncode == 2, run.stdout[-5000:]
+    message = (
+        f"preflight: this converge is one slice of a sliced AWX job: {AWX_SEEN}. Each slice would roll out on its"
+        " own, side by side with the others: batches of sglang_rollout_serial nodes in every slice at once, a"
+        " failed node stopping its own slice only, and the router's workers and the Prometheus targets known"
+        " from its own hosts only. Run the converge as one job (the job template's job slicing at 1), or as one"
+        " job per group, one after the other, each limited to its group (--limit); a check (--check) may be"
+        " sliced. A site that accepts the risk sets sglang_rollout_allow_sliced: true and"
+        " sglang_rollout_slice_count as extra vars. Nothing has been changed on any node.")
+    assert f'"msg": {json.dumps(message)}' in run.stdout, run.stdout[-5000:]
+    # The first play stopped the run: no fact gathered, no other play started.
+    assert "TASK [Gathering Facts]" not in run.stdout
+    assert "PLAY [Check the nodes before the rollout]" not in run.stdout
+
+    json_path = fleet["work"] / "awx-slice-check.json"
+    json_path.unlink(missing_ok=True)
+    check = converge(fleet, "--check", "--diff", "--limit", slice_hosts, "-e", f"@{values}",
+                     env={"ANSIBLE_CALLBACKS_ENABLED": "blackwell.sglang.drift_report",
+                          "BLACKWELL_DRIFT_REPORT_JSON": str(json_path)})
+    assert snapshot() == before
+    assert check.returncode == 0, check.stdout[-5000:]
+    report = json.loads(json_path.read_text())
+    assert sorted(report["hosts"]) == [node(1), node(3)]
+    note = (f"this check is one slice of a sliced AWX job ({AWX_SEEN}): the router's worker list and the"
+            " Prometheus targets were not checked, as a slice holds part of the fleet; run blackwell.sglang.router"
+            " and blackwell.sglang.prometheus as one job without slices.")
+    for name, host in report["hosts"].items():
+        assert (host["status"], host["reason"], host["drift"]) == ("ok", "", []), name
+        assert host["notes"]["slicing"] == [note], name
+    # The play that needs the whole fleet selected no host of the slice.
+    assert re.search(r"^PLAY \[Write the fleet's Prometheus targets\] \*+\nskipping: no hosts matched$",
+                     check.stdout, re.M), check.stdout[-5000:]
 
 
 def test_a_failed_batch_leaves_the_later_batches_not_checked(fleet):
