@@ -37,7 +37,8 @@ def test_site_playbook_lists_the_roles_in_rollout_order(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     plays = re.findall(r"play #\d+ \(([^)]*)\): ([^\t]*)\t", proc.stdout)
-    assert plays == [("sglang_router", "Check the router's settings before the rollout"),
+    assert plays == [("all", "Refuse a rollout that AWX runs in slices"),
+                     ("sglang_router", "Check the router's settings before the rollout"),
                      ("all", "Check the nodes before the rollout"), ("all", "Converge SGLang nodes batch by batch"),
                      ("sglang_router", "Put SGLang's router in front of the engines"),
                      ("sglang_nodes:sglang_router", "Write the fleet's Prometheus targets")]
