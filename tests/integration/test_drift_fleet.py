@@ -590,6 +590,10 @@ def test_an_unreachable_node_stops_the_rollout(fleet):
     assert back.returncode == 0, back.stdout[-20000:]
 
 
+# The stand-in's record of the first 200 each server gave on a health path, with the path.
+HEALTHY = "/var/lib/sglang-standin/healthy.jsonl"
+
+
 def test_the_newest_release_shows_the_crash_policy_and_the_pcie_all_reduce(fleet):
     """LAB_SGLANG_VERSION=0.5.23 on one node: its FlashInfer fusion raises on SM120, so the
     default strict policy refuses before the unit is written; warn deploys it without the fusion
@@ -619,7 +623,6 @@ def test_the_newest_release_shows_the_crash_policy_and_the_pcie_all_reduce(fleet
 
 
 STANDIN_CONFIG = "/etc/sglang-standin/config.json"
-HEALTHY = "/var/lib/sglang-standin/healthy.jsonl"
 SERVE = '{"mode": "serve", "health_delay": 1.0}'
 REFUSE_0_5_23 = '{"mode": "serve", "health_delay": 1.0, "refuse_versions": ["0.5.23"]}'
 HEALTH = "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/health').status)\""
