@@ -61,7 +61,11 @@ PLAYBOOK = ROOT / "site.yml"
 ROUTER = f"{PREFIX}-01"
 ENGINES = [f"{PREFIX}-{i:02d}" for i in (2, 3, 4)]
 KEY = "sk-router-lab-SECRET-key"
-STANDIN = '{"mode": "serve", "health_delay": 1.0, "reply_delay": 0.2}'
+# The engines drop what they hold on SIGTERM ("stop": "abrupt"), unlike SGLang, which finishes it
+# first: an engine's own graceful stop and the router's health checks together often spare an
+# undrained restart its failures, so only an engine that dies on its way down shows what the
+# drain alone protects. The in-flight test below stops one the way SGLang does.
+STANDIN = '{"mode": "serve", "health_delay": 1.0, "reply_delay": 0.2, "stop": "abrupt"}'
 # A bounded, self-stopping load on the router node: THREADS clients, each sending chat requests
 # through the router one after another until /tmp/load.stop appears (or LIMIT seconds pass), each
 # request's status, reply and latency recorded in /tmp/load.json.
@@ -467,7 +471,7 @@ open('/tmp/inflight.json', 'w').write(json.dumps(results))
 
 def test_a_restart_finishes_the_requests_in_flight_first(fleet):
     name = ENGINES[1]
-    slow = json.dumps(dict(json.loads(STANDIN), reply_delay=4.0))
+    slow = json.dumps(dict(json.loads(STANDIN), reply_delay=4.0, stop="graceful"))
     wait_healthy = ("for i in $(seq 60); do python3 -c \"import urllib.request as u; "
                     "u.urlopen('http://127.0.0.1:30000/health')\" 2>/dev/null && exit 0; sleep 0.5; done; exit 1")
     # Three starts by hand within the unit's StartLimitIntervalSec, beside the converges' own:

@@ -162,3 +162,23 @@ def test_sigterm_finishes_the_request_in_flight_then_exits(standin, tmp_path):
     client.join(timeout=10)
     assert results == [(200, "blackwell")]
     assert proc.wait(timeout=10) == 0
+
+
+def test_an_abrupt_stop_drops_the_request_in_flight(standin, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"health_delay": 0.0, "reply_delay": 2.0, "stop": "abrupt"}))
+    port, proc = standin()
+    results = []
+    client = threading.Thread(target=lambda: _try_post(port, results))
+    client.start()
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+    client.join(timeout=10)
+    assert results == ["dropped"], results
+
+
+def _try_post(port, results):
+    try:
+        _post(port, results)
+    except (OSError, http.client.HTTPException):
+        results.append("dropped")

@@ -10,7 +10,8 @@ The first 200 of these is recorded in healthy.jsonl, with the path asked.
 
 Told what to do by /etc/sglang-standin/config.json (the unit stays exactly the production
 one):  {"health_delay": 1.0, "mode": "serve" | "unhealthy" | "exit",
-        "refuse_versions": [...], "refuse_args": [...], "refuse_cuda": [...], "reply_delay": 0.0}
+        "refuse_versions": [...], "refuse_args": [...], "refuse_cuda": [...], "reply_delay": 0.0,
+        "stop": "graceful" | "abrupt"}
   serve      healthy after health_delay seconds (default)
   unhealthy  keeps answering 503, like an engine that never finishes loading
   exit       exits with status 1 right after recording, like an engine that crashes
@@ -25,7 +26,9 @@ with the requests in flight), and /v1/loads?include=core as SGLang 0.5.8 to 0.5.
 starts a graceful stop, as SGLang's own (its tokenizer manager's SIGTERM handler, 0.5.8 to
 0.5.23): from then on the health paths and /ready answer 503, requests are still taken, and the
 stand-in exits once it holds none (SGLang counts them every 5 s; the stand-in at once, so that a
-lab restart takes no longer than it must). A SIGKILL drops what is in flight. The stand-in ends
+lab restart takes no longer than it must). A SIGKILL drops what is in flight, and so does a
+SIGTERM with "stop": "abrupt" in the config: an engine that dies on its way down, which only the
+router's drain protects the requests from. The stand-in ends
 its spawned child and multiprocessing's resource tracker before it exits, so that nothing of it
 is left for systemd's final SIGKILL: in the lab's containers (cgroup v1 hybrid) systemd does not
 see a cgroup emptied by that SIGKILL and waited out TimeoutStopSec (120 s) on every stop.
@@ -242,10 +245,12 @@ def main():
             time.sleep(0.05)
         server.shutdown()
 
+    abrupt = config.get("stop", "graceful") == "abrupt"
+
     def graceful_stop(*_):
         if not stopping.is_set():
             stopping.set()
-            threading.Thread(target=drain_then_stop, daemon=True).start()
+            threading.Thread(target=server.shutdown if abrupt else drain_then_stop, daemon=True).start()
 
     signal.signal(signal.SIGTERM, graceful_stop)
     print("sglang stand-in: serving on %s:%s (mode %s)" % (server.server_address + (mode,)), flush=True)
