@@ -428,12 +428,11 @@ def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None, user=Non
         result["python"] = {"path": python, "exists": os.path.exists(python),
                             "executable": os.path.isfile(python) and os.access(python, os.X_OK)}
     if uv_venv:
-        uv_dists = _dist_infos(_site_packages(uv_venv), "uv")
+        uv = _distribution(uv_venv, _site_packages(uv_venv), "uv", record)
         result["uv_venv_exists"] = os.path.isfile(os.path.join(uv_venv, "pyvenv.cfg"))
-        result["uv_version"] = _version(uv_dists[0]) if len(uv_dists) == 1 else ""
+        result["uv_version"] = uv["version"]
         if record:
-            result["uv_record"] = (dist_record.verify(os.path.dirname(uv_dists[0]), uv_dists[0])
-                                   if len(uv_dists) == 1 else None)
+            result["uv_record"] = uv["record"]
     if server_flags:
         result["server_flags"], result["server_flags_error"] = _server_flags(package)
     if releases:

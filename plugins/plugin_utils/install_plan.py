@@ -21,8 +21,9 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.blackwell.sglang.plugins.module_utils.dist_record import describe as record_off
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import managed
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.releases import record_off, to_prune
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.releases import to_prune
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.requirements import pinned_hashes
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import truthy
 

@@ -21,7 +21,7 @@ in the role, and the unit tests call it over recorded reads.
 """
 from __future__ import annotations
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.releases import record_off
+from ansible_collections.blackwell.sglang.plugins.module_utils.dist_record import describe as record_off
 
 # Where SGLang keeps the torch symmetric-memory communicator, relative to the sglang package.
 COMMUNICATOR = "srt/distributed/device_communicators/torch_symm_mem.py"

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: blackwell.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What a release directory is called, which ones a prune removes and whether a release's files
-are as installed. Pure Python, no Ansible imports: the release_name and releases_to_prune
+"""What a release directory is called and which ones a prune removes (whether a release's files
+are as installed is module_utils/dist_record.py's). Pure Python, no Ansible imports: the release_name and releases_to_prune
 filters and the install and patch plans call it, the unit tests too."""
 from __future__ import absolute_import, division, print_function
 
@@ -10,8 +10,6 @@ __metaclass__ = type
 
 import hashlib
 import json
-
-from ansible_collections.blackwell.sglang.plugins.module_utils.dist_record import describe
 
 
 def _name(path):
@@ -47,8 +45,3 @@ def release_name(version, extras, extra_packages, constraints, lock):
         return str(version)
     digest = hashlib.sha256(json.dumps(request, sort_keys=True).encode("utf-8")).hexdigest()
     return "%s-%s" % (version, digest[:10])
-
-
-# Why a distribution is not as its installer left it: one clause (the module that reads the
-# node words it the same way for the router's release).
-record_off = describe
