@@ -111,36 +111,60 @@ DOC_COMMANDS = {
 }
 
 
-def readme_gaps(text: str, roles: list[str], plugins: list[Path]) -> list[str]:
-    """What README.md does not point to: a role without a link to its README, a plugin without
-    the ansible-doc command that shows its documentation."""
+def readme_gaps(readme: str, catalogue: str, roles: list[str], plugins: list[Path]) -> list[str]:
+    """What the docs do not point to: README.md without a link to a role's README, the plugin
+    catalogue (docs/plugins.md) without the ansible-doc command that shows a plugin's
+    documentation."""
     gaps = [f"roles/{role}/README.md: no link to it" for role in roles
-            if f"](roles/{role}/README.md)" not in text]
+            if f"](roles/{role}/README.md)" not in readme]
     for path in plugins:
         command = DOC_COMMANDS[path.parent.name].format(path.stem)
-        if f"`{command}`" not in text:
+        if f"`{command}`" not in catalogue:
             gaps.append(f"plugins/{path.parent.name}/{path.name}: no `{command}`")
     return gaps
 
 
-def test_readme_links_every_role_and_names_every_plugin():
-    roles = sorted(p.name for p in (ROOT / "roles").iterdir() if p.is_dir())
-    gaps = readme_gaps((ROOT / "README.md").read_text(encoding="utf-8"), roles, PLUGINS)
-    assert gaps == [], "README.md does not point to:\n" + "\n".join(gaps)
+ROLE_NAMES = sorted(p.name for p in (ROOT / "roles").iterdir() if p.is_dir())
+CATALOGUE = ROOT / "docs" / "plugins.md"
+
+
+def test_readme_links_every_role_and_the_catalogue_names_every_plugin():
+    gaps = readme_gaps((ROOT / "README.md").read_text(encoding="utf-8"), CATALOGUE.read_text(encoding="utf-8"),
+                       ROLE_NAMES, PLUGINS)
+    assert gaps == [], "the docs do not point to:\n" + "\n".join(gaps)
 
 
 README_MAX_LINES = 250
+README_MAX_WIDTH = 100
+# What an operator does, in the order they do it: each a second-level section of README.md.
+README_SECTIONS = ("Install", "Inventory", "Run", "Check", "Remove")
 
 
-def test_readme_stays_short_and_its_pages_resolve():
-    """README.md is what a user reads first: at most README_MAX_LINES lines, the detail on pages
-    it links. Every relative link in it and in docs/ names a file that exists."""
+def readme_problems(text: str) -> list[str]:
+    """What keeps README.md from being the page an operator reads: too long, too wide, or without
+    one of README_SECTIONS in order."""
+    lines = text.splitlines()
+    problems = [f"{len(lines)} lines, more than {README_MAX_LINES}"] if len(lines) > README_MAX_LINES else []
+    problems += [f"line {number}: {len(line)} characters, more than {README_MAX_WIDTH}"
+                 for number, line in enumerate(lines, 1) if len(line) > README_MAX_WIDTH]
+    headings = [line[3:].strip() for line in lines if line.startswith("## ")]
+    found = [name for name in headings if name in README_SECTIONS]
+    if found != list(README_SECTIONS):
+        problems.append(f"sections {found}, not {list(README_SECTIONS)}")
+    return problems
+
+
+def test_readme_is_short_narrow_and_in_an_operators_order_and_its_pages_resolve():
+    """README.md is what an operator reads first: install, inventory, run, check, remove, in at
+    most README_MAX_LINES lines of at most README_MAX_WIDTH characters; the plugin catalogue,
+    the support evidence and the timings are on pages it links. Every relative link in it and in
+    docs/ names a file that exists."""
     readme = ROOT / "README.md"
-    lines = readme.read_text(encoding="utf-8").splitlines()
-    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines"
+    assert readme_problems(readme.read_text(encoding="utf-8")) == []
     pages = [readme, *sorted((ROOT / "docs").glob("*.md"))]
+    linked = "\n".join(page.read_text(encoding="utf-8") for page in pages)
     for page in pages[1:]:
-        assert f"](docs/{page.name})" in readme.read_text(encoding="utf-8"), page.name
+        assert f"](docs/{page.name})" in readme.read_text(encoding="utf-8") or f"]({page.name})" in linked, page.name
     broken = []
     for page in pages:
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
@@ -149,12 +173,26 @@ def test_readme_stays_short_and_its_pages_resolve():
     assert broken == []
 
 
-def test_readme_gaps_name_a_role_and_a_plugin_left_out():
+def test_readme_problems_name_a_long_page_a_wide_line_and_a_section_missing_or_out_of_order():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    text = text.replace("](roles/sglang_model/README.md)", "](roles/sglang_model/)")
-    text = text.replace("`ansible-doc -t filter blackwell.sglang.pcie_findings`", "`pcie_findings`")
-    roles = sorted(p.name for p in (ROOT / "roles").iterdir() if p.is_dir())
-    assert readme_gaps(text, roles, PLUGINS) == [
+    wide = text.replace("## Install\n", "## Install\n" + "x" * 101 + "\n", 1)
+    number = wide.splitlines().index("x" * 101) + 1
+    assert readme_problems(wide) == [f"line {number}: 101 characters, more than 100"]
+    long = text + "\n" * (README_MAX_LINES - len(text.splitlines()) + 1)
+    assert readme_problems(long) == [f"{README_MAX_LINES + 1} lines, more than {README_MAX_LINES}"]
+    assert readme_problems(text.replace("## Remove\n", "## Removal\n")) == [
+        "sections ['Install', 'Inventory', 'Run', 'Check'], not ['Install', 'Inventory', 'Run', 'Check', 'Remove']"]
+    swapped = text.replace("## Check\n", "## TMP\n").replace("## Run\n", "## Check\n").replace("## TMP\n", "## Run\n")
+    assert readme_problems(swapped) == [
+        "sections ['Install', 'Inventory', 'Check', 'Run', 'Remove'], not ['Install', 'Inventory', 'Run', 'Check', 'Remove']"]
+
+
+def test_readme_gaps_name_a_role_and_a_plugin_left_out():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").replace(
+        "](roles/sglang_model/README.md)", "](roles/sglang_model/)")
+    catalogue = CATALOGUE.read_text(encoding="utf-8").replace(
+        "`ansible-doc -t filter blackwell.sglang.pcie_findings`", "`pcie_findings`")
+    assert readme_gaps(readme, catalogue, ROLE_NAMES, PLUGINS) == [
         "roles/sglang_model/README.md: no link to it",
         "plugins/filter/pcie_findings.py: no `ansible-doc -t filter blackwell.sglang.pcie_findings`",
     ]

@@ -201,8 +201,8 @@ def lab_summary(fleet, name: str) -> dict:
 
 
 def readme_summary() -> dict:
-    """The node summary README.md shows as what `make lab` prints: {field: value}."""
-    text = (ROOT / "README.md").read_text()
+    """The node summary the lab's README shows as what `make lab` prints: {field: value}."""
+    text = (ROOT / "tools" / "lab" / "README.md").read_text()
     block = text.split("```text\n", 1)[1].split("```", 1)[0]
     nodes = list(summary_fields(block).values())
     assert len(nodes) == 1, block
@@ -237,7 +237,7 @@ def test_nodes_present_as_the_field_report_box_and_run_its_flags(fleet):
         assert argv[argv.index("--tp-size") + 1] == "8", name
         assert {"--enable-torch-symm-mem", "--enable-flashinfer-allreduce-fusion"} <= set(argv), name
         assert "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE" not in fields["Environment"], name
-    # What the README shows a newcomer is what a lab node really prints.
+    # What the lab's README shows a newcomer is what a lab node really prints.
     assert readme_summary() == summary[node(1)]
 
 
