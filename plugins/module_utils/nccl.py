@@ -234,10 +234,10 @@ def summarize(report):
     }
 
 
-# NCCL before 2.31 fails collectives of 512 KiB and more with an illegal memory access on
+# NCCL before 2.31.2 fails collectives of 512 KiB and more with an illegal memory access on
 # RTX PRO 6000 Blackwell GPUs (compute capability 12) talking over PCIe: reported for 2.26.2 and
 # not reproducible with 2.31.2 (NVIDIA/nccl#2418).
-NCCL_FIXED_FOR_CC12 = (2, 31)
+NCCL_FIXED_FOR_CC12 = (2, 31, 2)
 
 
 def version_finding(version, capability_majors):
@@ -248,11 +248,11 @@ def version_finding(version, capability_majors):
     parts = tuple(int(part) for part in re.findall(r"\d+", str(version))[:3])
     if not parts or parts >= NCCL_FIXED_FOR_CC12:
         return None
-    return ("NCCL %s, which the release's torch loads, is older than 2.31, and NCCL before 2.31 fails collectives "
+    return ("NCCL %s, which the release's torch loads, is older than 2.31.2, and NCCL before 2.31.2 fails collectives "
             "of 512 KiB and more on compute capability 12 GPUs with an illegal memory access (NVIDIA/nccl#2418); "
-            "torch pins its nvidia-nccl-cu13 exactly, so the remedy is a torch build that ships NCCL 2.31 or newer, "
+            "torch pins its nvidia-nccl-cu13 exactly, so the remedy is a torch build that ships NCCL 2.31.2 or newer, "
             "pinned in the release through sglang_install_extra_packages or the lock (PyPI has nvidia-nccl-cu13 "
-            "2.32.3)" % version)
+            "2.32.6)" % version)
 
 
 def note(report):

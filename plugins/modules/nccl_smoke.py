@@ -162,7 +162,7 @@ summary:
 nccl_finding:
   description: >-
     What is wrong with the NCCL version the test reported on GPUs of O(capability_majors), naming
-    the remedy (before 2.31 on compute capability 12, NVIDIA/nccl#2418); null when nothing is or
+    the remedy (before 2.31.2 on compute capability 12, NVIDIA/nccl#2418); null when nothing is or
     nothing was run. It does not fail the module.
   returned: always
   type: str

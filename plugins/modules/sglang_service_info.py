@@ -68,7 +68,7 @@ options:
   nccl_capability_majors:
     description:
       - The compute capability majors of the node's GPUs. With O(nccl_report), the NCCL version
-        the last smoke test reported is judged against them (before 2.31 on compute capability
+        the last smoke test reported is judged against them (before 2.31.2 on compute capability
         12, NVIDIA/nccl#2418), and a finding is noted as the topic C(nccl_version).
     type: list
     elements: int

@@ -4,7 +4,7 @@ No multi-GPU NCCL can run here, so the release's interpreter is a stand-in (a sc
 such) that prints what the real payload printed on a host with two H200s
 (tests/fixtures/nccl/ubuntu2404-h200x2/direct.stdout: torch 2.11.0+cu130 with NCCL 2.28.9): the
 module reads it through the same interface, the payload's standard output. The GPU facts the
-role is given say which compute capability the node has. NCCL before 2.31 on compute capability
+role is given say which compute capability the node has. NCCL before 2.31.2 on compute capability
 12 is the finding (NVIDIA/nccl#2418), under sglang_service_nccl_version_policy.
 """
 from __future__ import annotations
@@ -18,11 +18,11 @@ from ansible_collections.blackwell.sglang.plugins.module_utils import nccl
 from conftest import ROOT, local_play_tasks
 
 RECORDED = ROOT / "tests" / "fixtures" / "nccl" / "ubuntu2404-h200x2" / "direct.stdout"
-FINDING = ("NCCL 2.28.9, which the release's torch loads, is older than 2.31, and NCCL before 2.31 fails "
+FINDING = ("NCCL 2.28.9, which the release's torch loads, is older than 2.31.2, and NCCL before 2.31.2 fails "
            "collectives of 512 KiB and more on compute capability 12 GPUs with an illegal memory access "
            "(NVIDIA/nccl#2418); torch pins its nvidia-nccl-cu13 exactly, so the remedy is a torch build that ships "
-           "NCCL 2.31 or newer, pinned in the release through sglang_install_extra_packages or the lock (PyPI has "
-           "nvidia-nccl-cu13 2.32.3)")
+           "NCCL 2.31.2 or newer, pinned in the release through sglang_install_extra_packages or the lock (PyPI has "
+           "nvidia-nccl-cu13 2.32.6)")
 WARN_TASK = "Warn about an NCCL that fails large collectives on these GPUs"
 FAIL_TASK = "Refuse an NCCL that fails large collectives on these GPUs"
 KEEP_TASK = "Keep the measured bus bandwidth as a fact"
@@ -37,7 +37,9 @@ def test_the_recorded_nccl_is_a_finding_on_compute_capability_12_only():
     assert nccl.version_finding(version, []) is None
     for fixed in ("2.31.2", "2.32.3", "3.0"):
         assert nccl.version_finding(fixed, [12]) is None, fixed
-    assert nccl.version_finding("2.30.7", [12]).startswith("NCCL 2.30.7, which the release's torch loads, is older")
+    # torch 2.14.1's pin, and the 2.31 releases before the fix.
+    for broken in ("2.30.7", "2.31.0", "2.31.1"):
+        assert nccl.version_finding(broken, [12]).startswith(f"NCCL {broken}, which the release's torch loads, is older"), broken
     assert nccl.version_finding(None, [12]) is None
 
 
