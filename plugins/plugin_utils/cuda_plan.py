@@ -121,7 +121,7 @@ def _key_problems(key, repo):
 def file_rows(files, contents, key):
     """The table's rows in force, each with its content and its SHA-1: a template's as rendered
     (``contents``, by template name), the signing key's (``source: key``) as the read returned it."""
-    return managed.in_force(files, contents, {"key": key.get("armored", "")})
+    return managed.in_force("cuda13", files, contents, {"key": key.get("armored", "")})
 
 
 def plan(probe, repo, inputs, files, contents, check_mode=False):

@@ -202,7 +202,8 @@ def plan(probe, inputs, files, contents, check_mode=False):
         steps.append({"name": name, "reason": reason})
 
     paths = probe.get("paths") or {}
-    rows = managed.in_force([row for row in files if row.get("installer", installer) == installer], contents)
+    rows = managed.in_force("sglang_install", [row for row in managed.check("sglang_install", files)
+                                                if row.get("installer", installer) == installer], contents)
     to_write = []
     for row in rows:
         # The link's owner is the release's: the read takes the release's path too.

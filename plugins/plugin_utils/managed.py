@@ -12,6 +12,10 @@ node's): the role only makes it where it is missing. What the node holds is
 what blackwell.sglang's readers return for a path (module_utils/file_state.path_state): never
 followed through a link, with the SHA-1 of a regular file's content. Pure Python, no Ansible
 imports: the roles' plans call it.
+
+Every role's table follows one schema (COLUMNS): a column it does not know, a column a row's
+state needs and lacks, or a state it does not know is refused when a plan loads the table, with
+the role, the row's number and its path named (``problems``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,13 +28,68 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import t
 
 ROOT = {"owner": "root", "group": "root"}
 
+# Every column a row may have, with what it means. A role's plan reads the ones of its kind.
+COLUMNS = {
+    "path": "the managed path (required)",
+    "state": "file (the default), directory, link or absent",
+    "mode": "the mode a file or directory is given (required for both)",
+    "owner": "its owner (default root)",
+    "group": "its group (default root)",
+    "template": "a file's content: the role template of this name, as rendered for the node",
+    "source": "a file's content: the text the role's plan names so (a key, a record)",
+    "src": "what a link points at (required for a link)",
+    "enabled": "false leaves the row out of force (default true)",
+    "keep": "a directory that exists, or a link in its place, is taken as it is",
+    "secret": "the content is secret: no diff, no copy in the rollback record",
+    "validate": "a command that checks a file before it replaces the old one (%s: the new file)",
+    "restart": "a change restarts the service (sglang_service)",
+    "refresh": "what a change refreshes: ldconfig (cuda13)",
+    "apt_source": "an apt source: a change refreshes apt's lists (cuda13)",
+    "phase": "the step of the install that writes the row (sglang_install)",
+    "installer": "the installer the row is for, uv or pip; the other's rows are out of force",
+}
+# What each state requires; a file also needs its content from one of template and source.
+REQUIRED = {"file": ("path", "mode"), "directory": ("path", "mode"), "link": ("path", "src"), "absent": ("path",)}
+CONTENT = ("template", "source")
 
-def in_force(files, contents, sources=None):
-    """The rows in force, each with ``state``, ``owner`` and ``group`` filled in and, for a file,
-    its ``content`` (``contents`` by template name, or ``sources`` by source name) and that
-    content's SHA-1 as ``checksum``."""
+
+def problems(role, files):
+    """Why ROLE's table FILES breaks the schema, one sentence per problem; [] when it does not."""
+    found = []
+    for number, row in enumerate(files, 1):
+        where = "%s's table, row %d (%s)" % (role, number, row.get("path", "no path") if isinstance(row, dict) else row)
+        if not isinstance(row, dict):
+            found.append("%s: a row is a mapping of columns" % where)
+            continue
+        found.extend("%s: unknown column '%s'" % (where, column) for column in sorted(set(row) - set(COLUMNS)))
+        state = row.get("state", "file")
+        if state not in REQUIRED:
+            found.append("%s: unknown state '%s' (one of %s)" % (where, state, ", ".join(REQUIRED)))
+            continue
+        found.extend("%s: a %s row needs the column '%s'" % (where, state, column)
+                     for column in REQUIRED[state] if column not in row)
+        given = [column for column in CONTENT if column in row]
+        if state == "file" and len(given) != 1:
+            found.append("%s: a file row needs exactly one of the columns 'template' and 'source'" % where)
+        elif state != "file" and given:
+            found.append("%s: a %s row has no content ('%s')" % (where, state, given[0]))
+    return found
+
+
+def check(role, files):
+    """FILES as they are, once they follow the schema; ValueError naming every problem otherwise."""
+    found = problems(role, files)
+    if found:
+        raise ValueError("; ".join(found))
+    return files
+
+
+def in_force(role, files, contents, sources=None):
+    """ROLE's rows in force (the table checked against the schema first), each with ``state``,
+    ``owner`` and ``group`` filled in and, for a file, its ``content`` (``contents`` by template
+    name, or ``sources`` by source name) and that content's SHA-1 as ``checksum``."""
     rows = []
-    for row in files:
+    for row in check(role, files):
         if not truthy(row.get("enabled", True)):
             continue
         row = dict(ROOT, **row)

@@ -294,11 +294,11 @@ def plan(read, state, decided, inputs, files, contents, check_mode=False):
     # Hugging Face home) are not managed; a path two rows name (a secrets file in the launcher's
     # directory) is the first row's.
     kept, seen = [], set()
-    for row in files:
+    for row in managed.check("sglang_service", files):
         if row.get("path") and (row.get("state") != "link" or row.get("src")) and row["path"] not in seen:
             seen.add(row["path"])
             kept.append(row)
-    rows = managed.in_force(kept, contents, contents)
+    rows = managed.in_force("sglang_service", kept, contents, contents)
     to_write = []
     for row in rows:
         # The link's owner is the release's (the read takes the release's path too).

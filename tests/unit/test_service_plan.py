@@ -78,7 +78,7 @@ def table(root: Path, owner: str) -> list:
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     env.filters["dirname"] = os.path.dirname
     return [{key: env.from_string(value).render(context) if isinstance(value, str) else value
-             for key, value in row.items()} for row in VARS["__sglang_service_table"]]
+             for key, value in row.items()} for row in VARS["__sglang_service_files"]]
 
 
 def lay_out(root: Path, rows: list) -> None:
@@ -178,7 +178,7 @@ def _tamper(row):
     return "%s: content differs" % path
 
 
-@pytest.mark.parametrize("index", range(len(VARS["__sglang_service_table"])))
+@pytest.mark.parametrize("index", range(len(VARS["__sglang_service_files"])))
 def test_each_row_drifted_alone_is_exactly_that_rows_step(node, index):
     root, rows = node
     row = rows[index]

@@ -563,7 +563,7 @@ def _outcome(report, host, secret_paths):
 
 def test_every_row_of_the_table_and_every_state_tampered_alone_is_reported_then_healed(monkeypatch):
     """The table comes from the plan a check publishes (sglang_service_plan.table, vars/main.yml's
-    __sglang_service_table as each node's settings make it): a row added there is tampered with
+    __sglang_service_files as each node's settings make it): a row added there is tampered with
     here without a new test. Two entries per round, one on each node: a check reports exactly that
     row (and, for a row the server starts from, the restart the state read calls for) or exactly
     the tasks of that state, and changes no byte on any node; a converge heals it; a last converge

@@ -1,0 +1,71 @@
+"""The one schema of the roles' tables (plugins/plugin_utils/managed.py): every role's table as
+vars/main.yml holds it follows it, and a table that does not is refused by the role's plan,
+naming the role, the row and the column, before the plan compares anything with the node."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import cuda_plan, managed
+from conftest import ROOT
+
+# Each role with a table, and the table's name in its vars/main.yml: __<role>_files.
+TABLES = {role: f"__{role}_files" for role in ("cuda13", "sglang_install", "sglang_service")}
+
+
+def table(role: str) -> list:
+    return yaml.safe_load((ROOT / "roles" / role / "vars" / "main.yml").read_text(encoding="utf-8"))[TABLES[role]]
+
+
+@pytest.mark.parametrize("role", sorted(TABLES))
+def test_each_roles_table_follows_the_schema(role):
+    rows = table(role)
+    assert rows, role
+    assert managed.problems(role, rows) == []
+
+
+def test_no_role_names_its_table_otherwise():
+    """A table is found by its name: every vars/main.yml key holding rows with a path is
+    __<role>_files."""
+    for vars_file in sorted((ROOT / "roles").glob("*/vars/main.yml")):
+        role = vars_file.parent.parent.name
+        for name, value in (yaml.safe_load(vars_file.read_text(encoding="utf-8")) or {}).items():
+            if isinstance(value, list) and value and all(isinstance(row, dict) and "path" in row for row in value):
+                assert name == f"__{role}_files", (role, name)
+
+
+ENV = {"path": "/etc/sglang/sglang.env", "mode": "0600", "template": "sglang.env.j2", "secret": True}
+
+
+@pytest.mark.parametrize("row, problem", [
+    (dict(ENV, mdoe="0600"), "unknown column 'mdoe'"),
+    ({key: value for key, value in ENV.items() if key != "mode"}, "a file row needs the column 'mode'"),
+    ({"path": "/etc/sglang", "state": "dir", "mode": "0755"}, "unknown state 'dir' (one of file, directory, link, absent)"),
+    ({"path": "/etc/sglang/sglang.env", "mode": "0600"},
+     "a file row needs exactly one of the columns 'template' and 'source'"),
+    (dict(ENV, source="env"), "a file row needs exactly one of the columns 'template' and 'source'"),
+    ({"path": "/etc/sglang", "state": "directory", "mode": "0755", "template": "x.j2"},
+     "a directory row has no content ('template')"),
+    ({"path": "/opt/sglang/current", "state": "link"}, "a link row needs the column 'src'"),
+])
+def test_a_row_off_the_schema_is_named_with_its_role_number_path_and_column(row, problem):
+    rows = [{"path": "/etc/sglang", "state": "directory", "mode": "0755"}, row]
+    assert managed.problems("sglang_service", rows) == [
+        f"sglang_service's table, row 2 ({row['path']}): {problem}"]
+
+
+def test_a_row_without_a_path_and_a_row_that_is_no_mapping_are_named():
+    assert managed.problems("cuda13", [{"mode": "0644", "source": "key"}, "/etc/x"]) == [
+        "cuda13's table, row 1 (no path): a file row needs the column 'path'",
+        "cuda13's table, row 2 (/etc/x): a row is a mapping of columns",
+    ]
+
+
+def test_a_plan_refuses_a_table_off_the_schema_before_it_reads_the_node():
+    rows = [dict(row) for row in table("cuda13")]
+    rows[1]["refersh"] = rows[1].pop("mode")
+    with pytest.raises(ValueError) as error:
+        cuda_plan.file_rows(rows, {}, {})
+    assert str(error.value) == (
+        f"cuda13's table, row 2 ({rows[1]['path']}): unknown column 'refersh'; "
+        f"cuda13's table, row 2 ({rows[1]['path']}): a file row needs the column 'mode'")
