@@ -31,7 +31,8 @@ ROOT = {"owner": "root", "group": "root"}
 # Every column a row may have, with what it means. A role's plan reads the ones of its kind.
 COLUMNS = {
     "path": "the managed path (required)",
-    "state": "file (the default), directory, link or absent",
+    "state": "file (the default), directory, link, absent, or record (a file the role writes for"
+             " itself, never judged, removed with the role)",
     "mode": "the mode a file or directory is given (required for both)",
     "owner": "its owner (default root)",
     "group": "its group (default root)",
@@ -39,7 +40,8 @@ COLUMNS = {
     "source": "a file's content: the text the role's plan names so (a key, a record)",
     "src": "what a link points at (required for a link)",
     "enabled": "false leaves the row out of force (default true)",
-    "keep": "a directory that exists, or a link in its place, is taken as it is",
+    "keep": "a directory that exists, or a link in its place, is taken as it is, and never removed",
+    "removal": "what the role's removal does with the path: remove (the default) or keep",
     "secret": "the content is secret: no diff, no copy in the rollback record",
     "validate": "a command that checks a file before it replaces the old one (%s: the new file)",
     "restart": "a change restarts the service (sglang_service)",
@@ -49,7 +51,9 @@ COLUMNS = {
     "installer": "the installer the row is for, uv or pip; the other's rows are out of force",
 }
 # What each state requires; a file also needs its content from one of template and source.
-REQUIRED = {"file": ("path", "mode"), "directory": ("path", "mode"), "link": ("path", "src"), "absent": ("path",)}
+REQUIRED = {"file": ("path", "mode"), "directory": ("path", "mode"), "link": ("path", "src"), "absent": ("path",),
+            "record": ("path",)}
+REMOVAL = ("remove", "keep")
 CONTENT = ("template", "source")
 
 
@@ -68,6 +72,9 @@ def problems(role, files):
             continue
         found.extend("%s: a %s row needs the column '%s'" % (where, state, column)
                      for column in REQUIRED[state] if column not in row)
+        removal = row.get("removal", "remove")
+        if removal not in REMOVAL and "{{" not in str(removal):
+            found.append("%s: removal '%s' is not one of %s" % (where, removal, ", ".join(REMOVAL)))
         given = [column for column in CONTENT if column in row]
         if state == "file" and len(given) != 1:
             found.append("%s: a file row needs exactly one of the columns 'template' and 'source'" % where)
@@ -90,7 +97,7 @@ def in_force(role, files, contents, sources=None):
     name, or ``sources`` by source name) and that content's SHA-1 as ``checksum``."""
     rows = []
     for row in check(role, files):
-        if not truthy(row.get("enabled", True)):
+        if not truthy(row.get("enabled", True)) or row.get("state") == "record":
             continue
         row = dict(ROOT, **row)
         row.pop("enabled", None)
@@ -101,6 +108,19 @@ def in_force(role, files, contents, sources=None):
             row["checksum"] = hashlib.sha1(content.encode("utf-8")).hexdigest()
         rows.append(row)
     return rows
+
+
+def removal(role, files):
+    """The paths ROLE's removal takes away: every row's path, in force or not (a setting changed
+    since may have taken it out), but for rows it keeps (``keep``, ``removal: keep``) and rows
+    without a path; last row first, so that a directory goes after what it holds; each path
+    once."""
+    paths = []
+    for row in reversed(check(role, files)):
+        path = row.get("path") or ""
+        if path and path not in paths and not truthy(row.get("keep", False)) and row.get("removal", "remove") != "keep":
+            paths.append(path)
+    return paths
 
 
 def off_in(row, paths):

@@ -40,7 +40,7 @@ ENV = {"path": "/etc/sglang/sglang.env", "mode": "0600", "template": "sglang.env
 @pytest.mark.parametrize("row, problem", [
     (dict(ENV, mdoe="0600"), "unknown column 'mdoe'"),
     ({key: value for key, value in ENV.items() if key != "mode"}, "a file row needs the column 'mode'"),
-    ({"path": "/etc/sglang", "state": "dir", "mode": "0755"}, "unknown state 'dir' (one of file, directory, link, absent)"),
+    ({"path": "/etc/sglang", "state": "dir", "mode": "0755"}, "unknown state 'dir' (one of file, directory, link, absent, record)"),
     ({"path": "/etc/sglang/sglang.env", "mode": "0600"},
      "a file row needs exactly one of the columns 'template' and 'source'"),
     (dict(ENV, source="env"), "a file row needs exactly one of the columns 'template' and 'source'"),
@@ -69,3 +69,43 @@ def test_a_plan_refuses_a_table_off_the_schema_before_it_reads_the_node():
     assert str(error.value) == (
         f"cuda13's table, row 2 ({rows[1]['path']}): unknown column 'refersh'; "
         f"cuda13's table, row 2 ({rows[1]['path']}): a file row needs the column 'mode'")
+
+
+def test_a_removal_value_off_the_schema_is_named_and_a_templated_one_waits_for_its_rendering():
+    rows = [{"path": "/etc/sglang", "state": "directory", "mode": "0755", "removal": "spare"},
+            {"path": "/etc/sglang/x", "state": "record", "removal": "{{ 'keep' if shared else 'remove' }}"},
+            {"path": "/etc/sglang/y", "state": "record", "source": "y"}]
+    assert managed.problems("sglang_service", rows) == [
+        "sglang_service's table, row 1 (/etc/sglang): removal 'spare' is not one of remove, keep",
+        "sglang_service's table, row 3 (/etc/sglang/y): a record row has no content ('source')"]
+
+
+RENDERED = [
+    {"path": "/opt/sglang/current", "state": "link", "src": "/opt/sglang/releases/0.5.8", "removal": "keep"},
+    {"path": "/etc/sglang", "state": "directory", "mode": "0755", "removal": "remove"},
+    {"path": "/var/lib/sglang/.cache/huggingface", "state": "directory", "mode": "0750", "keep": True},
+    {"path": "", "state": "directory", "mode": "0750"},
+    {"path": "/etc/sglang/sglang.env", "mode": "0600", "template": "sglang.env.j2", "secret": True},
+    {"path": "/etc/sglang/cuda-toolkit", "mode": "0644", "source": "cuda-toolkit", "enabled": False},
+    {"path": "/etc/sglang/sglang.env", "mode": "0600", "template": "sglang.env.j2"},
+    {"path": "/etc/sglang/nccl-smoke.json", "state": "record"},
+]
+
+
+def test_removal_takes_every_row_last_first_once_even_out_of_force_but_the_kept_ones():
+    assert managed.removal("sglang_service", RENDERED) == [
+        "/etc/sglang/nccl-smoke.json", "/etc/sglang/sglang.env", "/etc/sglang/cuda-toolkit", "/etc/sglang"]
+
+
+def test_a_record_is_never_in_force_so_never_judged_nor_written():
+    rows = managed.in_force("sglang_service", RENDERED[4:6] + RENDERED[7:], {"sglang.env.j2": "K=v\n"})
+    assert [row["path"] for row in rows] == ["/etc/sglang/sglang.env"]
+
+
+def test_the_removal_filter_names_a_row_off_the_schema():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.blackwell.sglang.plugins.filter.removal_paths import removal_paths
+    assert removal_paths(RENDERED, "sglang_service")[0] == "/etc/sglang/nccl-smoke.json"
+    with pytest.raises(AnsibleFilterError) as error:
+        removal_paths([{"path": "/etc/x", "state": "gone"}], "sglang_router")
+    assert str(error.value) == "sglang_router's table, row 1 (/etc/x): unknown state 'gone' (one of file, directory, link, absent, record)"

@@ -71,6 +71,8 @@ def table(root: Path, owner: str) -> list:
                "__sglang_service_unit_path": f"{root}/etc/systemd/system/sglang.service",
                "__sglang_service_tp_record": f"{root}/etc/sglang/tp-size",
                "__sglang_service_cuda_record": f"{root}/etc/sglang/cuda-toolkit",
+               "__sglang_service_nccl_record": f"{root}/etc/sglang/nccl-smoke.json",
+               "__sglang_service_rollback_record": f"{root}/var/lib/blackwell-sglang/rollback",
                "sglang_service_cuda_toolkit": "/usr/local/cuda-13.0",
                "__sglang_service_sandbox": {"hf_home": f"{root}/var/lib/sglang/.cache/huggingface"},
                "__sglang_service_unit_validate": "verify %s",
@@ -87,6 +89,8 @@ def lay_out(root: Path, rows: list) -> None:
     (release_dir / "bin").mkdir(parents=True)
     for row in rows:
         path = Path(row["path"])
+        if row.get("state") == "record":
+            continue
         if row.get("state") == "link":
             path.parent.mkdir(parents=True, exist_ok=True)
             path.symlink_to(row["src"])
@@ -148,7 +152,7 @@ def test_a_converged_node_gets_no_steps(node, check):
     result = planned(root, rows, check=check)
     assert result["problems"] == [] and result["steps"] == [] and result["files"] == []
     assert result["restart_pending"] is False and result["service"]["drifted"] is False
-    assert [row["path"] for row in result["table"]] == [row["path"] for row in rows]
+    assert [row["path"] for row in result["table"]] == [row["path"] for row in rows if row.get("state") != "record"]
     assert all("content" not in row and "checksum" not in row for row in result["table"])
 
 
@@ -156,8 +160,9 @@ def test_a_fresh_node_writes_every_row_and_starts_the_service(tmp_path):
     owner = __import__("pwd").getpwuid(os.getuid()).pw_name
     rows = table(tmp_path, owner)
     result = planned(tmp_path, rows, state=NO_UNIT)
-    assert [row["path"] for row in result["files"]] == [row["path"] for row in rows]
-    assert {row["reason"] for row in result["files"]} == {"%s is missing" % row["path"] for row in rows}
+    written = [row for row in rows if row.get("state") != "record"]
+    assert [row["path"] for row in result["files"]] == [row["path"] for row in written]
+    assert {row["reason"] for row in result["files"]} == {"%s is missing" % row["path"] for row in written}
     # Nothing to go back to: a node that never ran the service gets no rollback record.
     assert "record" not in result["step"]
     assert result["step"]["restart"].startswith("this run changes %s/opt/sglang/current" % tmp_path)
@@ -167,6 +172,10 @@ def test_a_fresh_node_writes_every_row_and_starts_the_service(tmp_path):
 
 def _tamper(row):
     path = Path(row["path"])
+    if row.get("state") == "record":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("tampered\n")
+        return ""
     if row.get("state") == "link":
         path.unlink()
         path.symlink_to("/elsewhere")
@@ -184,8 +193,9 @@ def test_each_row_drifted_alone_is_exactly_that_rows_step(node, index):
     row = rows[index]
     reason = _tamper(row)
     result = planned(root, rows)
-    if row.get("keep"):
-        # An existing Hugging Face home is kept as it is, whatever its mode.
+    if row.get("keep") or row.get("state") == "record":
+        # An existing Hugging Face home is kept as it is, whatever its mode; a record the role
+        # writes for itself is never judged.
         assert result["steps"] == []
         return
     assert [(f["path"], f["reason"]) for f in result["files"]] == [(row["path"], reason)]
