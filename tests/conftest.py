@@ -112,6 +112,11 @@ COLLECTIONS_PATH = _collections_path()
 # ansible_collections.blackwell.sglang.plugins.module_utils.<name>.
 if COLLECTIONS_PATH not in sys.path:
     sys.path.insert(0, COLLECTIONS_PATH)
+# Ansible's own collection loader, before anything imports ansible_collections: the unit tests'
+# imports and Ansible's templating in them (tests/role_vars.py) resolve the collection alike.
+from ansible.plugins.loader import init_plugin_loader  # noqa: E402 pylint: disable=wrong-import-position
+
+init_plugin_loader([COLLECTIONS_PATH])
 
 
 def ansible_env(**extra: str) -> dict:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import os
 from pathlib import Path
 
 import jinja2
@@ -19,6 +18,7 @@ import yaml
 
 from ansible_collections.blackwell.sglang.plugins.module_utils import cuda_toolkit, file_state
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.cuda_plan import plan, repository
+import role_vars
 from conftest import ROOT
 
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "cuda13" / "defaults" / "main.yml").read_text())
@@ -53,17 +53,10 @@ def inputs(**changes) -> dict:
 
 
 def files(root: Path, repo: dict, env: bool = True) -> list[dict]:
-    """The role's own table (vars/main.yml's __cuda13_files), its values rendered with the role's
-    defaults and repo, every path under root so that the node is a directory."""
-    render = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    render.filters["dirname"] = os.path.dirname
-    context = {**DEFAULTS, "cuda13_env_enabled": env, "__cuda13_repo": repo}
-    table = []
-    for row in VARS["__cuda13_files"]:
-        row = {key: render.from_string(value).render(context) if isinstance(value, str) else value
-               for key, value in row.items()}
-        table.append(dict(row, path=f"{root}{row['path']}"))
-    return table
+    """The role's own table (vars/main.yml's __cuda13_files), as Ansible renders it with the
+    role's defaults and repo, every path under root so that the node is a directory."""
+    table = role_vars.render("cuda13", "__cuda13_files", {"cuda13_env_enabled": env, "__cuda13_repo": repo})
+    return [dict(row, path=f"{root}{row['path']}") for row in table]
 
 
 def converge_files(table: list[dict]) -> None:

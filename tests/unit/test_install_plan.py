@@ -23,6 +23,7 @@ import yaml
 from ansible_collections.blackwell.sglang.plugins.modules.sglang_venv_info import venv_info
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import PENDING, plan, problems
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import settings as settings_table
+import role_vars
 from conftest import ROOT
 
 ROLE = ROOT / "roles" / "sglang_install"
@@ -76,8 +77,9 @@ def inputs(values: dict) -> dict:
 
 
 def table(values: dict) -> list[dict]:
-    """The role's own table (vars/main.yml's __sglang_install_files) for these settings."""
-    return [_render(row, values) for row in VARS["__sglang_install_files"]]
+    """The role's own table (vars/main.yml's __sglang_install_files), as Ansible renders it for
+    these settings."""
+    return role_vars.render("sglang_install", "__sglang_install_files", values)
 
 
 def _site(venv: str) -> Path:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import jinja2
 import pytest
 import yaml
 
 from ansible_collections.blackwell.sglang.plugins.modules.sglang_venv_info import venv_info
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.service_plan import plan, release, service_state
+import role_vars
 from conftest import ROOT
 
 ROLE = ROOT / "roles" / "sglang_service"
@@ -62,25 +62,18 @@ def inputs(root: Path, **changes) -> dict:
 
 
 def table(root: Path, owner: str) -> list:
-    """The role's table (vars/main.yml), rendered for root, the service account being owner."""
-    context = {"sglang_service_venv": f"{root}/opt/sglang/current",
-               "sglang_service_release_path": f"{root}/opt/sglang/releases/0.5.8",
-               "sglang_service_env_file": f"{root}/etc/sglang/sglang.env",
-               "__sglang_service_launcher_dir": f"{root}/usr/local/lib/blackwell-sglang",
-               "__sglang_service_launcher": f"{root}/usr/local/lib/blackwell-sglang/sglang_launch.py",
-               "__sglang_service_unit_path": f"{root}/etc/systemd/system/sglang.service",
-               "__sglang_service_tp_record": f"{root}/etc/sglang/tp-size",
-               "__sglang_service_cuda_record": f"{root}/etc/sglang/cuda-toolkit",
-               "__sglang_service_nccl_record": f"{root}/etc/sglang/nccl-smoke.json",
-               "__sglang_service_rollback_record": f"{root}/var/lib/blackwell-sglang/rollback",
-               "sglang_service_cuda_toolkit": "/usr/local/cuda-13.0",
-               "__sglang_service_sandbox": {"hf_home": f"{root}/var/lib/sglang/.cache/huggingface"},
-               "__sglang_service_unit_validate": "verify %s",
-               "sglang_service_user": owner, "sglang_service_group": owner}
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.filters["dirname"] = os.path.dirname
-    return [{key: env.from_string(value).render(context) if isinstance(value, str) else value
-             for key, value in row.items()} for row in VARS["__sglang_service_files"]]
+    """The role's table (vars/main.yml), as Ansible renders it for root, the service account being owner."""
+    return role_vars.render("sglang_service", "__sglang_service_files", {
+        "sglang_service_venv": f"{root}/opt/sglang/current",
+        "sglang_service_release_path": f"{root}/opt/sglang/releases/0.5.8",
+        "sglang_service_env_file": f"{root}/etc/sglang/sglang.env",
+        "__sglang_service_launcher_dir": f"{root}/usr/local/lib/blackwell-sglang",
+        "__sglang_service_launcher": f"{root}/usr/local/lib/blackwell-sglang/sglang_launch.py",
+        "__sglang_service_unit_path": f"{root}/etc/systemd/system/sglang.service",
+        "__sglang_service_rollback_record": f"{root}/var/lib/blackwell-sglang/rollback",
+        "sglang_service_user_home": f"{root}/var/lib/sglang",
+        "sglang_service_cuda_toolkit": "/usr/local/cuda-13.0",
+        "sglang_service_user": owner, "sglang_service_group": owner})
 
 
 def lay_out(root: Path, rows: list) -> None:

@@ -1,0 +1,33 @@
+"""A role's variables as Ansible itself templates them, for unit tests: the role's
+defaults/main.yml and vars/main.yml loaded by Ansible's DataLoader (trusted as templates, as a
+role's own files are) and rendered by Ansible's Templar with the collection's filters, under
+the overrides a test gives (every path under a temporary root, say). No Jinja context is built
+by hand, so a value vars/main.yml derives is tested as the role derives it."""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from conftest import ROOT
+
+
+@lru_cache(maxsize=None)
+def _loader():
+    from ansible.parsing.dataloader import DataLoader  # pylint: disable=import-outside-toplevel
+
+    return DataLoader()
+
+
+def _role_file(role: str, kind: str) -> dict:
+    path = Path(ROOT / "roles" / role / kind / "main.yml")
+    return _loader().load_from_file(str(path), trusted_as_template=True) or {}
+
+
+def render(role: str, name: str, overrides: dict | None = None):
+    """ROLE's variable NAME, templated by Ansible from the role's defaults and vars with
+    OVERRIDES on top."""
+    from ansible.template import Templar  # pylint: disable=import-outside-toplevel
+
+    variables = {**_role_file(role, "defaults"), **_role_file(role, "vars"),
+                 "inventory_hostname": "node-01", "groups": {}, "hostvars": {}, **(overrides or {})}
+    return Templar(loader=_loader(), variables=variables).template(variables[name])
