@@ -18,16 +18,30 @@ def _loader():
     return DataLoader()
 
 
-def _role_file(role: str, kind: str) -> dict:
-    path = Path(ROOT / "roles" / role / kind / "main.yml")
+def _role_file(collection: Path, role: str, kind: str) -> dict:
+    path = collection / "roles" / role / kind / "main.yml"
     return _loader().load_from_file(str(path), trusted_as_template=True) or {}
 
 
-def render(role: str, name: str, overrides: dict | None = None):
-    """ROLE's variable NAME, templated by Ansible from the role's defaults and vars with
-    OVERRIDES on top."""
+def _templar(collection: Path, role: str, overrides: dict | None):
     from ansible.template import Templar  # pylint: disable=import-outside-toplevel
 
-    variables = {**_role_file(role, "defaults"), **_role_file(role, "vars"),
+    variables = {**_role_file(collection, role, "defaults"), **_role_file(collection, role, "vars"),
                  "inventory_hostname": "node-01", "groups": {}, "hostvars": {}, **(overrides or {})}
-    return Templar(loader=_loader(), variables=variables).template(variables[name])
+    return Templar(loader=_loader(), variables=variables), variables
+
+
+def render(role: str, name: str, overrides: dict | None = None, collection: Path = ROOT):
+    """ROLE's variable NAME, templated by Ansible from the role's defaults and vars with
+    OVERRIDES on top; the role of COLLECTION, a copy of this one, where given."""
+    templar, variables = _templar(collection, role, overrides)
+    return templar.template(variables[name])
+
+
+def render_template(role: str, template: str, overrides: dict | None = None, collection: Path = ROOT) -> str:
+    """ROLE's templates/TEMPLATE as Ansible renders it with the role's variables and OVERRIDES."""
+    templar, _variables = _templar(collection, role, overrides)
+    text = (collection / "roles" / role / "templates" / template).read_text(encoding="utf-8")
+    from ansible.template import trust_as_template  # pylint: disable=import-outside-toplevel
+
+    return templar.template(trust_as_template(text))

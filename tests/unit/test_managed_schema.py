@@ -3,6 +3,8 @@ vars/main.yml holds it follows it, and a table that does not is refused by the r
 naming the role, the row and the column, before the plan compares anything with the node."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -109,3 +111,13 @@ def test_the_removal_filter_names_a_row_off_the_schema():
     with pytest.raises(AnsibleFilterError) as error:
         removal_paths([{"path": "/etc/x", "state": "gone"}], "sglang_router")
     assert str(error.value) == "sglang_router's table, row 1 (/etc/x): unknown state 'gone' (one of file, directory, link, absent, record)"
+
+
+def test_the_how_to_documents_every_column_of_the_schema():
+    text = (ROOT / "docs" / "managed-files.md").read_text(encoding="utf-8")
+    section = text.split("## The columns", 1)[1].split("\n## ", 1)[0]
+    documented = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            documented.update(re.findall(r"`([a-z_]+)`", line.split(" | ", 1)[0]))
+    assert documented == set(managed.COLUMNS)

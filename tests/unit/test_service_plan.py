@@ -19,7 +19,8 @@ import yaml
 from ansible_collections.blackwell.sglang.plugins.modules.sglang_venv_info import venv_info
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.service_plan import plan, release, service_state
 import role_vars
-from conftest import ROOT
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import managed
+from conftest import ROOT, copy_as_collection
 
 ROLE = ROOT / "roles" / "sglang_service"
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
@@ -63,7 +64,12 @@ def inputs(root: Path, **changes) -> dict:
 
 def table(root: Path, owner: str) -> list:
     """The role's table (vars/main.yml), as Ansible renders it for root, the service account being owner."""
-    return role_vars.render("sglang_service", "__sglang_service_files", {
+    return role_vars.render("sglang_service", "__sglang_service_files", table_overrides(root, owner))
+
+
+def table_overrides(root: Path, owner: str) -> dict:
+    """The settings that put every path of the role's table under root, owned by owner."""
+    return {
         "sglang_service_venv": f"{root}/opt/sglang/current",
         "sglang_service_release_path": f"{root}/opt/sglang/releases/0.5.8",
         "sglang_service_env_file": f"{root}/etc/sglang/sglang.env",
@@ -73,13 +79,13 @@ def table(root: Path, owner: str) -> list:
         "__sglang_service_rollback_record": f"{root}/var/lib/blackwell-sglang/rollback",
         "sglang_service_user_home": f"{root}/var/lib/sglang",
         "sglang_service_cuda_toolkit": "/usr/local/cuda-13.0",
-        "sglang_service_user": owner, "sglang_service_group": owner})
+        "sglang_service_user": owner, "sglang_service_group": owner}
 
 
-def lay_out(root: Path, rows: list) -> None:
+def lay_out(root: Path, rows: list, contents: dict | None = None) -> None:
     """The node as a deploy leaves it: every row as the table says (owned by whoever runs the test)."""
     release_dir = root / "opt" / "sglang" / "releases" / "0.5.8"
-    (release_dir / "bin").mkdir(parents=True)
+    (release_dir / "bin").mkdir(parents=True, exist_ok=True)
     for row in rows:
         path = Path(row["path"])
         if row.get("state") == "record":
@@ -92,7 +98,7 @@ def lay_out(root: Path, rows: list) -> None:
             path.chmod(int(row["mode"], 8))
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(CONTENTS[row.get("template") or row["source"]])
+            path.write_text((contents or CONTENTS)[row.get("template") or row["source"]])
             path.chmod(int(row["mode"], 8))
 
 
@@ -113,12 +119,12 @@ def read(root: Path, rows: list, flags=None) -> dict:
     return result
 
 
-def planned(root, rows, state=None, check=False, **changes):
+def planned(root, rows, state=None, check=False, contents=None, **changes):
     state = RUNNING if state is None else state
     settings = inputs(root, **changes)
     found = read(root, rows)
     decided = release(found, settings, [], check)
-    return plan(found, state, decided, settings, rows, CONTENTS, check)
+    return plan(found, state, decided, settings, rows, CONTENTS if contents is None else contents, check)
 
 
 def names(result):
@@ -501,3 +507,56 @@ def test_a_new_cuda_toolkit_is_its_records_row_and_one_restart(node):
     assert release(found, inputs(root, cuda_toolkit="cuda-13.5"), [], False)["problems"] == [
         "sglang_service: sglang_service_cuda_toolkit 'cuda-13.5' is not an absolute path; it names the CUDA toolkit "
         "directory the server runs on (for example /usr/local/cuda-13.0), or is empty. Nothing was written."]
+
+
+# --- the maintainer's exercise: a managed file is one row and one template ----------------------
+
+NEW_ROW = '  - {path: "{{ sglang_service_env_file | dirname }}/limits.conf", mode: "0644", template: sglang-limits.conf.j2}\n'
+NEW_TEMPLATE = "# The engine's port, for a site's own tooling.\nport={{ sglang_service_port }}\n"
+
+
+def test_a_row_and_a_template_added_to_a_copy_of_the_role_are_written_judged_tampered_and_removed(tmp_path):
+    """A copy of the collection gets one row in sglang_service's table and its template, nothing
+    else: the schema takes it, the plan of a node converged before it writes exactly that row,
+    then finds nothing off; tampered, it is that row's step alone; the removal takes it first,
+    before the directories. The tasks write any row the plan names (tasks/unit.yml, by its columns)."""
+    collection = copy_as_collection(tmp_path / "copy")
+    role = collection / "roles" / "sglang_service"
+    text = (role / "vars" / "main.yml").read_text(encoding="utf-8")
+    head, rest = text.split("__sglang_service_files:\n", 1)
+    rows_end = next(index for index, line in enumerate(rest.splitlines(keepends=True))
+                    if line.strip() and not line.startswith(" "))
+    lines = rest.splitlines(keepends=True)
+    while not lines[rows_end - 1].strip():
+        rows_end -= 1
+    (role / "vars" / "main.yml").write_text(
+        head + "__sglang_service_files:\n" + "".join(lines[:rows_end]) + NEW_ROW + "".join(lines[rows_end:]), encoding="utf-8")
+    (role / "templates" / "sglang-limits.conf.j2").write_text(NEW_TEMPLATE, encoding="utf-8")
+
+    root = tmp_path / "node"
+    owner = __import__("pwd").getpwuid(os.getuid()).pw_name
+    group = __import__("grp").getgrgid(os.getgid()).gr_name
+    overrides = dict(table_overrides(root, owner), sglang_service_group=group)
+    rows = role_vars.render("sglang_service", "__sglang_service_files", overrides, collection)
+    new = rows[-1]
+    assert (new["path"], new["template"]) == (f"{root}/etc/sglang/limits.conf", "sglang-limits.conf.j2")
+    assert managed.problems("sglang_service", rows) == []
+    contents = dict(CONTENTS, **{"sglang-limits.conf.j2": role_vars.render_template(
+        "sglang_service", "sglang-limits.conf.j2", overrides, collection)})
+    assert contents["sglang-limits.conf.j2"].endswith("port=30000\n")
+    rows = [dict(row, owner=owner, group=group) for row in rows]
+
+    lay_out(root, [row for row in rows if row is not rows[-1]], contents)
+    result = planned(root, rows, contents=contents)
+    assert [(f["path"], f["reason"]) for f in result["files"]] == [(new["path"], f"{new['path']} is missing")]
+    assert names(result) == [("record", f"this run switches {new['path']}"), ("file", f"{new['path']} is missing")]
+
+    lay_out(root, [rows[-1]], contents)
+    assert planned(root, rows, contents=contents)["steps"] == []
+
+    Path(new["path"]).write_text("port=1\n")
+    result = planned(root, rows, contents=contents)
+    assert [(f["path"], f["reason"]) for f in result["files"]] == [(new["path"], f"{new['path']}: content differs")]
+
+    # The last row goes first, before the directories the table puts files in.
+    assert managed.removal("sglang_service", rows)[0] == new["path"]
