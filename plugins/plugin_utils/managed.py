@@ -31,8 +31,9 @@ ROOT = {"owner": "root", "group": "root"}
 # Every column a row may have, with what it means. A role's plan reads the ones of its kind.
 COLUMNS = {
     "path": "the managed path (required)",
-    "state": "file (the default), directory, link, absent, or record (a file the role writes for"
-             " itself, never judged, removed with the role)",
+    "state": "file (the default), directory, link, absent; record (a file the role writes for"
+             " itself) or venv (a venv the role makes, judged by its RECORD): neither judged by the"
+             " table, both removed with the role",
     "mode": "the mode a file or directory is given (required for both)",
     "owner": "its owner (default root)",
     "group": "its group (default root)",
@@ -52,7 +53,9 @@ COLUMNS = {
 }
 # What each state requires; a file also needs its content from one of template and source.
 REQUIRED = {"file": ("path", "mode"), "directory": ("path", "mode"), "link": ("path", "src"), "absent": ("path",),
-            "record": ("path",)}
+            "record": ("path",), "venv": ("path",)}
+# Rows the table does not judge or write: the role keeps them by tasks of its own.
+UNJUDGED = ("record", "venv")
 REMOVAL = ("remove", "keep")
 CONTENT = ("template", "source")
 
@@ -97,7 +100,7 @@ def in_force(role, files, contents, sources=None):
     name, or ``sources`` by source name) and that content's SHA-1 as ``checksum``."""
     rows = []
     for row in check(role, files):
-        if not truthy(row.get("enabled", True)) or row.get("state") == "record":
+        if not truthy(row.get("enabled", True)) or row.get("state") in UNJUDGED:
             continue
         row = dict(ROOT, **row)
         row.pop("enabled", None)

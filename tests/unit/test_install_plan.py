@@ -122,6 +122,9 @@ def converge(values: dict, torch: str = TORCH_13, version: str = VERSION) -> Non
     for row in table(values):
         if row.get("installer", values["sglang_install_installer"]) != values["sglang_install_installer"]:
             continue
+        if row.get("state") == "venv":
+            # The venv the layout above made (uv's): the table does not write it.
+            continue
         path = Path(row["path"])
         if row.get("state") == "directory":
             path.mkdir(parents=True, exist_ok=True)
@@ -202,7 +205,7 @@ def test_every_row_drifted_alone_is_its_own_step(uv_node):
     """Generated from the role's table: each row put off on a converged node gives exactly one
     file step naming its path (a request file also reinstalls), in a run and in a check."""
     for row in table(uv_node):
-        if row.get("installer", "uv") != "uv":
+        if row.get("installer", "uv") != "uv" or row.get("state") == "venv":
             continue
         probe = read(uv_node)
         found = probe["paths"][row["path"]]

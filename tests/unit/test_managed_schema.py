@@ -42,7 +42,7 @@ ENV = {"path": "/etc/sglang/sglang.env", "mode": "0600", "template": "sglang.env
 @pytest.mark.parametrize("row, problem", [
     (dict(ENV, mdoe="0600"), "unknown column 'mdoe'"),
     ({key: value for key, value in ENV.items() if key != "mode"}, "a file row needs the column 'mode'"),
-    ({"path": "/etc/sglang", "state": "dir", "mode": "0755"}, "unknown state 'dir' (one of file, directory, link, absent, record)"),
+    ({"path": "/etc/sglang", "state": "dir", "mode": "0755"}, "unknown state 'dir' (one of file, directory, link, absent, record, venv)"),
     ({"path": "/etc/sglang/sglang.env", "mode": "0600"},
      "a file row needs exactly one of the columns 'template' and 'source'"),
     (dict(ENV, source="env"), "a file row needs exactly one of the columns 'template' and 'source'"),
@@ -110,7 +110,7 @@ def test_the_removal_filter_names_a_row_off_the_schema():
     assert removal_paths(RENDERED, "sglang_service")[0] == "/etc/sglang/nccl-smoke.json"
     with pytest.raises(AnsibleFilterError) as error:
         removal_paths([{"path": "/etc/x", "state": "gone"}], "sglang_router")
-    assert str(error.value) == "sglang_router's table, row 1 (/etc/x): unknown state 'gone' (one of file, directory, link, absent, record)"
+    assert str(error.value) == "sglang_router's table, row 1 (/etc/x): unknown state 'gone' (one of file, directory, link, absent, record, venv)"
 
 
 def test_the_how_to_documents_every_column_of_the_schema():
@@ -121,3 +121,15 @@ def test_the_how_to_documents_every_column_of_the_schema():
         if line.startswith("| `"):
             documented.update(re.findall(r"`([a-z_]+)`", line.split(" | ", 1)[0]))
     assert documented == set(managed.COLUMNS)
+
+
+def test_the_installs_removal_takes_uv_and_the_releases_and_the_link_but_each_once():
+    """sglang_install's table as Ansible renders it: its removal is every row, uv's venv first."""
+    import role_vars  # pylint: disable=import-outside-toplevel
+    rows = role_vars.render("sglang_install", "__sglang_install_files")
+    removal = managed.removal("sglang_install", rows)
+    assert removal[:2] == ["/opt/sglang/uv", "/opt/sglang/current"]
+    assert {"/opt/sglang/releases", "/var/lib/sglang"} <= set(removal)
+    assert len(removal) == len(set(removal))
+    assert [row["path"] for row in managed.in_force("sglang_install", rows, dict.fromkeys(
+        [row["template"] for row in rows if "template" in row], ""))].count("/opt/sglang/uv") == 0
