@@ -202,8 +202,9 @@ def plan(probe, inputs, files, contents, check_mode=False):
         steps.append({"name": name, "reason": reason})
 
     paths = probe.get("paths") or {}
-    rows = managed.in_force("sglang_install", [row for row in managed.check("sglang_install", files)
-                                                if row.get("installer", installer) == installer], contents)
+    # The other installer's rows are out of force; the whole table is checked first.
+    mine = [row for row in managed.check("sglang_install", files) if row.get("installer", installer) == installer]
+    rows = managed.in_force("sglang_install", mine, contents)
     to_write = []
     for row in rows:
         # The link's owner is the release's: the read takes the release's path too.
