@@ -560,3 +560,22 @@ def test_a_row_and_a_template_added_to_a_copy_of_the_role_are_written_judged_tam
 
     # The last row goes first, before the directories the table puts files in.
     assert managed.removal("sglang_service", rows)[0] == new["path"]
+
+
+def test_the_removal_leaves_only_the_rows_it_keeps(node):
+    """The generic removal over a converged node laid out from the table: every row's path is
+    gone after it but the kept ones (the link, the Hugging Face home), whatever the row's state."""
+    root, rows = node
+    for row in rows:
+        if row.get("state") == "record":
+            Path(row["path"]).parent.mkdir(parents=True, exist_ok=True)
+            Path(row["path"]).write_text("{}\n")
+    for path in managed.removal("sglang_service", rows):
+        target = Path(path)
+        if target.is_dir() and not target.is_symlink():
+            __import__("shutil").rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
+    left = [row["path"] for row in rows if os.path.lexists(row["path"])]
+    kept = [row["path"] for row in rows if row.get("keep") or row.get("removal") == "keep"]
+    assert left == kept and kept, (left, kept)
