@@ -320,7 +320,7 @@ def test_role_readmes_are_as_the_generator_writes_them():
 
 
 # Every role README says what the role does (the text under its title), then has these sections.
-ROLE_README_SECTIONS = ("Variables", "Example", "Idempotence and check mode", "Tests")
+ROLE_README_SECTIONS = ("Facts", "Variables", "Example", "Idempotence and check mode", "Tests")
 
 
 def sections(text: str) -> dict:
@@ -437,3 +437,67 @@ def test_readme_without_markers_is_refused_and_left_alone(role_copy):
     assert proc.stderr == (f"roles/sglang_install/README.md: needs exactly one {role_readme.BEGIN!r} "
                            f"and one {role_readme.END!r} line\n")
     assert readme.read_text(encoding="utf-8") == "# sglang_install\n\nNo table here.\n"
+
+
+# --- each role's contract: the facts it publishes and what it reads from other roles ------------
+
+def _tasks(tasks):
+    for task in tasks or []:
+        if isinstance(task, dict):
+            yield task
+            for key in ("block", "rescue", "always"):
+                yield from _tasks(task.get(key))
+
+
+# A variable of one of the collection's roles, but not a plugin's name (blackwell.sglang.<name>).
+ROLE_VARIABLE = re.compile(r"(?<!blackwell\.sglang\.)(?<!\w)((?:%s)_[a-z0-9_]+)" % "|".join(ROLES))
+
+
+def role_contract(role_dir: Path) -> tuple[set, set]:
+    """What a role publishes (the facts its tasks set and the results they register, but the
+    private ones, __<role>_...) and the variables of other roles it reads (its defaults, vars,
+    tasks, handlers and templates, comments aside)."""
+    role = role_dir.name
+    published = set()
+    for path in sorted([*role_dir.glob("tasks/*.yml"), *role_dir.glob("handlers/*.yml")]):
+        for task in _tasks(yaml.safe_load(path.read_text(encoding="utf-8"))):
+            names = [task.get("register") or ""]
+            facts = task.get("ansible.builtin.set_fact")
+            names += list(facts) if isinstance(facts, dict) else []
+            # A fact named by a template (sglang_model's, from its plan) is checked below.
+            published.update(name for name in names
+                             if name and not name.startswith("__") and name != "cacheable" and "{{" not in name)
+    if role == "sglang_model":
+        plan = (ROOT / "plugins" / "plugin_utils" / "model_plan.py").read_text(encoding="utf-8")
+        published.update(re.findall(r'"fact": "([a-z_]+)"', plan))
+    read = set()
+    for kind in ("defaults", "vars", "tasks", "handlers", "templates"):
+        for path in sorted((role_dir / kind).glob("*")):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if not line.lstrip().startswith("#"):
+                    read.update(name for name in ROLE_VARIABLE.findall(line) if not name.startswith(role + "_"))
+    return published, read
+
+
+def contract_gaps(role_dir: Path, text: str) -> list[str]:
+    """What the README's Facts section does not name of the role's contract."""
+    section = sections(text).get("Facts", "")
+    named = set(re.findall(r"`([a-z0-9_]+)`", section))
+    published, read = role_contract(role_dir)
+    return ([f"publishes {name}, which the Facts section does not name" for name in sorted(published - named)]
+            + [f"reads {name}, which the Facts section does not name" for name in sorted(read - named)])
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_each_roles_facts_section_names_what_it_publishes_and_reads(role):
+    role_dir = ROOT / "roles" / role
+    assert contract_gaps(role_dir, (role_dir / "README.md").read_text(encoding="utf-8")) == []
+
+
+def test_contract_gaps_name_a_fact_and_a_read_left_out():
+    role_dir = ROOT / "roles" / "sglang_service"
+    text = (role_dir / "README.md").read_text(encoding="utf-8")
+    text = text.replace("`sglang_service_nccl_smoke_report`", "the smoke report").replace("`cuda13_links`", "the links")
+    assert contract_gaps(role_dir, text) == [
+        "publishes sglang_service_nccl_smoke_report, which the Facts section does not name",
+        "reads cuda13_links, which the Facts section does not name"]
