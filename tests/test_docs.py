@@ -501,3 +501,39 @@ def test_contract_gaps_name_a_fact_and_a_read_left_out():
     assert contract_gaps(role_dir, text) == [
         "publishes sglang_service_nccl_smoke_report, which the Facts section does not name",
         "reads cuda13_links, which the Facts section does not name"]
+
+
+def shadowed(role_dir: Path) -> list[str]:
+    """Task results that shadow a variable of the role: a registered result named like a default
+    or a vars/main.yml value (a register outranks both, so every later use of that name reads the
+    result), or a fact set over a vars/main.yml value. A fact republishing a default of its own
+    name (cuda13_home) is the role's way of publishing that setting."""
+    defaults = yaml.safe_load((role_dir / "defaults" / "main.yml").read_text(encoding="utf-8")) or {} \
+        if (role_dir / "defaults" / "main.yml").exists() else {}
+    derived = yaml.safe_load((role_dir / "vars" / "main.yml").read_text(encoding="utf-8")) or {} \
+        if (role_dir / "vars" / "main.yml").exists() else {}
+    found = []
+    for path in sorted([*role_dir.glob("tasks/*.yml"), *role_dir.glob("handlers/*.yml")]):
+        for task in _tasks(yaml.safe_load(path.read_text(encoding="utf-8"))):
+            register = task.get("register")
+            if register and (register in defaults or register in derived):
+                found.append(f"{path.name}: register {register} shadows the role's variable of that name")
+            facts = task.get("ansible.builtin.set_fact")
+            for name in facts if isinstance(facts, dict) else []:
+                if name in derived:
+                    found.append(f"{path.name}: set_fact {name} shadows vars/main.yml's {name}")
+    return found
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_no_task_result_shadows_a_variable_of_its_role(role):
+    assert shadowed(ROOT / "roles" / role) == []
+
+
+def test_shadowed_names_a_register_over_the_table(tmp_path):
+    role_dir = tmp_path / "sglang_service"
+    shutil.copytree(ROOT / "roles" / "sglang_service", role_dir)
+    preflight = role_dir / "tasks" / "preflight.yml"
+    preflight.write_text(preflight.read_text(encoding="utf-8").replace(
+        "register: __sglang_service_read\n", "register: __sglang_service_files\n"), encoding="utf-8")
+    assert shadowed(role_dir) == ["preflight.yml: register __sglang_service_files shadows the role's variable of that name"]
