@@ -251,8 +251,7 @@ def version_finding(version, capability_majors):
     return ("NCCL %s, which the release's torch loads, is older than 2.31.2, and NCCL before 2.31.2 fails collectives "
             "of 512 KiB and more on compute capability 12 GPUs with an illegal memory access (NVIDIA/nccl#2418); "
             "torch pins its nvidia-nccl-cu13 exactly, so the remedy is a torch build that ships NCCL 2.31.2 or newer, "
-            "pinned in the release through sglang_install_extra_packages or the lock (PyPI has nvidia-nccl-cu13 "
-            "2.32.6)" % version)
+            "pinned in the release through sglang_install_extra_packages or the lock" % version)
 
 
 def note(report):

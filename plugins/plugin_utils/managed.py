@@ -31,9 +31,9 @@ ROOT = {"owner": "root", "group": "root"}
 # Every column a row may have, with what it means. A role's plan reads the ones of its kind.
 COLUMNS = {
     "path": "the managed path (required)",
-    "state": "file (the default), directory, link, absent; record (a file the role writes for"
-             " itself) or venv (a venv the role makes, judged by its RECORD): neither judged by the"
-             " table, both removed with the role",
+    "state": "file (the default), directory, link, absent; record (a file or directory the role"
+             " writes for itself) or venv (a venv the role makes, judged by its RECORD): neither"
+             " judged by the table, both removed with the role",
     "mode": "the mode a file or directory is given (required for both)",
     "owner": "its owner (default root)",
     "group": "its group (default root)",
@@ -43,7 +43,8 @@ COLUMNS = {
     "enabled": "false leaves the row out of force (default true)",
     "keep": "a directory that exists, or a link in its place, is taken as it is, and never removed",
     "removal": "what the role's removal does with the path: remove (the default) or keep",
-    "secret": "the content is secret: no diff, no copy in the rollback record",
+    "secret": "the content is secret: no copy in the rollback record, its diff and log hidden where"
+              " the role's secure logging is on",
     "validate": "a command that checks a file before it replaces the old one (%s: the new file)",
     "restart": "a change restarts the service (sglang_service)",
     "refresh": "what a change refreshes: ldconfig (cuda13)",
@@ -115,15 +116,18 @@ def in_force(role, files, contents, sources=None):
 
 def removal(role, files):
     """The paths ROLE's removal takes away: every row's path, in force or not (a setting changed
-    since may have taken it out), but for rows it keeps (``keep``, ``removal: keep``) and rows
-    without a path; last row first, so that a directory goes after what it holds; each path
-    once."""
+    since may have taken it out), but for rows without a path and paths a row keeps (``keep``,
+    ``removal: keep``; a path one row keeps is kept whatever another row says); last row first;
+    each path once, and none that sits under another path the removal takes (it goes with it)."""
+    rows = check(role, files)
+    kept = set(row.get("path") for row in rows
+               if truthy(row.get("keep", False)) or row.get("removal", "remove") == "keep")
     paths = []
-    for row in reversed(check(role, files)):
+    for row in reversed(rows):
         path = row.get("path") or ""
-        if path and path not in paths and not truthy(row.get("keep", False)) and row.get("removal", "remove") != "keep":
+        if path and path not in kept and path not in paths:
             paths.append(path)
-    return paths
+    return [path for path in paths if not any(path.startswith(other.rstrip("/") + "/") for other in paths)]
 
 
 def off_in(row, paths):

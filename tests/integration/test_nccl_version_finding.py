@@ -21,8 +21,7 @@ RECORDED = ROOT / "tests" / "fixtures" / "nccl" / "ubuntu2404-h200x2" / "direct.
 FINDING = ("NCCL 2.28.9, which the release's torch loads, is older than 2.31.2, and NCCL before 2.31.2 fails "
            "collectives of 512 KiB and more on compute capability 12 GPUs with an illegal memory access "
            "(NVIDIA/nccl#2418); torch pins its nvidia-nccl-cu13 exactly, so the remedy is a torch build that ships "
-           "NCCL 2.31.2 or newer, pinned in the release through sglang_install_extra_packages or the lock (PyPI has "
-           "nvidia-nccl-cu13 2.32.6)")
+           "NCCL 2.31.2 or newer, pinned in the release through sglang_install_extra_packages or the lock")
 WARN_TASK = "Warn about an NCCL that fails large collectives on these GPUs"
 FAIL_TASK = "Refuse an NCCL that fails large collectives on these GPUs"
 KEEP_TASK = "Keep the measured bus bandwidth as a fact"

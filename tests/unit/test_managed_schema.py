@@ -84,7 +84,7 @@ def test_a_removal_value_off_the_schema_is_named_and_a_templated_one_waits_for_i
 
 RENDERED = [
     {"path": "/opt/sglang/current", "state": "link", "src": "/opt/sglang/releases/0.5.8", "removal": "keep"},
-    {"path": "/etc/sglang", "state": "directory", "mode": "0755", "removal": "remove"},
+    {"path": "/etc/sglang", "state": "directory", "mode": "0755", "removal": "keep"},
     {"path": "/var/lib/sglang/.cache/huggingface", "state": "directory", "mode": "0750", "keep": True},
     {"path": "", "state": "directory", "mode": "0750"},
     {"path": "/etc/sglang/sglang.env", "mode": "0600", "template": "sglang.env.j2", "secret": True},
@@ -96,7 +96,17 @@ RENDERED = [
 
 def test_removal_takes_every_row_last_first_once_even_out_of_force_but_the_kept_ones():
     assert managed.removal("sglang_service", RENDERED) == [
-        "/etc/sglang/nccl-smoke.json", "/etc/sglang/sglang.env", "/etc/sglang/cuda-toolkit", "/etc/sglang"]
+        "/etc/sglang/nccl-smoke.json", "/etc/sglang/sglang.env", "/etc/sglang/cuda-toolkit"]
+
+
+def test_a_path_under_a_directory_the_removal_takes_goes_with_it():
+    rows = [dict(RENDERED[1], removal="remove"), *RENDERED[4:]]
+    assert managed.removal("sglang_service", rows) == ["/etc/sglang"]
+
+
+def test_a_path_one_row_keeps_is_kept_whatever_another_row_says():
+    rows = [*RENDERED[4:], dict(RENDERED[4], removal="keep")]
+    assert managed.removal("sglang_service", rows) == ["/etc/sglang/nccl-smoke.json", "/etc/sglang/cuda-toolkit"]
 
 
 def test_a_record_is_never_in_force_so_never_judged_nor_written():
@@ -107,7 +117,7 @@ def test_a_record_is_never_in_force_so_never_judged_nor_written():
 def test_the_removal_filter_names_a_row_off_the_schema():
     from ansible.errors import AnsibleFilterError
     from ansible_collections.blackwell.sglang.plugins.filter.removal_paths import removal_paths
-    assert removal_paths(RENDERED, "sglang_service")[0] == "/etc/sglang/nccl-smoke.json"
+    assert removal_paths(RENDERED, "sglang_service") == managed.removal("sglang_service", RENDERED)
     with pytest.raises(AnsibleFilterError) as error:
         removal_paths([{"path": "/etc/x", "state": "gone"}], "sglang_router")
     assert str(error.value) == "sglang_router's table, row 1 (/etc/x): unknown state 'gone' (one of file, directory, link, absent, record, venv)"
@@ -123,13 +133,12 @@ def test_the_how_to_documents_every_column_of_the_schema():
     assert documented == set(managed.COLUMNS)
 
 
-def test_the_installs_removal_takes_uv_and_the_releases_and_the_link_but_each_once():
-    """sglang_install's table as Ansible renders it: its removal is every row, uv's venv first."""
+def test_the_installs_removal_takes_the_link_uv_the_releases_and_the_home_and_what_they_hold_with_them():
+    """sglang_install's table as Ansible renders it with its defaults: the files the table puts
+    in uv's venv and in the release go with their directories; uv's venv is never in force."""
     import role_vars  # pylint: disable=import-outside-toplevel
     rows = role_vars.render("sglang_install", "__sglang_install_files")
-    removal = managed.removal("sglang_install", rows)
-    assert removal[:2] == ["/opt/sglang/uv", "/opt/sglang/current"]
-    assert {"/opt/sglang/releases", "/var/lib/sglang"} <= set(removal)
-    assert len(removal) == len(set(removal))
-    assert [row["path"] for row in managed.in_force("sglang_install", rows, dict.fromkeys(
-        [row["template"] for row in rows if "template" in row], ""))].count("/opt/sglang/uv") == 0
+    assert managed.removal("sglang_install", rows) == [
+        "/opt/sglang/current", "/opt/sglang/uv", "/opt/sglang/releases", "/var/lib/sglang"]
+    assert "/opt/sglang/uv" not in [row["path"] for row in managed.in_force(
+        "sglang_install", rows, dict.fromkeys([row["template"] for row in rows if "template" in row], ""))]

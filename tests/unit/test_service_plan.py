@@ -563,8 +563,9 @@ def test_a_row_and_a_template_added_to_a_copy_of_the_role_are_written_judged_tam
 
 
 def test_the_removal_leaves_only_the_rows_it_keeps(node):
-    """The generic removal over a converged node laid out from the table: every row's path is
-    gone after it but the kept ones (the link, the Hugging Face home), whatever the row's state."""
+    """The generic removal over a converged node laid out from the table (every path under a
+    temporary root, so the configuration directory is not /etc/sglang and is kept): every row's
+    path is gone after it but the kept ones, the link, the Hugging Face home and that directory."""
     root, rows = node
     for row in rows:
         if row.get("state") == "record":
@@ -575,7 +576,23 @@ def test_the_removal_leaves_only_the_rows_it_keeps(node):
         if target.is_dir() and not target.is_symlink():
             __import__("shutil").rmtree(target)
         else:
-            target.unlink(missing_ok=True)
+            target.unlink()
     left = [row["path"] for row in rows if os.path.lexists(row["path"])]
-    kept = [row["path"] for row in rows if row.get("keep") or row.get("removal") == "keep"]
-    assert left == kept and kept, (left, kept)
+    assert left == [f"{root}/opt/sglang/current", f"{root}/etc/sglang", f"{root}/var/lib/sglang/.cache/huggingface"]
+
+
+@pytest.mark.parametrize("env_file, removed", [
+    # The role's own configuration directory goes whole, with what the table put in it.
+    ("/etc/sglang/sglang.env", ["/var/lib/blackwell-sglang", "/etc/systemd/system/sglang.service",
+                                "/usr/local/lib/blackwell-sglang", "/etc/sglang"]),
+    # One other software may share stays; each of the role's files in it goes.
+    ("/etc/shared/sglang.env", ["/var/lib/blackwell-sglang", "/etc/shared/nccl-smoke.json", "/etc/shared/tp-size",
+                                "/etc/shared/cuda-toolkit", "/etc/systemd/system/sglang.service",
+                                "/etc/shared/sglang.env", "/usr/local/lib/blackwell-sglang"]),
+])
+def test_the_removal_of_the_roles_own_table_in_order(env_file, removed):
+    """The table as Ansible renders it with the role's defaults (the path of the secrets file
+    aside): the exact paths a removal takes, in their order; the link and the Hugging Face home
+    stay."""
+    rows = role_vars.render("sglang_service", "__sglang_service_files", {"sglang_service_env_file": env_file})
+    assert managed.removal("sglang_service", rows) == removed
