@@ -481,12 +481,20 @@ def role_contract(role_dir: Path) -> tuple[set, set]:
 
 
 def contract_gaps(role_dir: Path, text: str) -> list[str]:
-    """What the README's Facts section does not name of the role's contract."""
-    section = sections(text).get("Facts", "")
-    named = set(re.findall(r"`([a-z0-9_]+)`", section))
+    """What the README's Facts section does not name of the role's contract: what the role
+    publishes, in its paragraph starting "Published", and what it reads from other roles, in the
+    one starting "Read from other roles". (Reads in the plugins' Python, such as the router's of
+    each worker's hostvars, are not found here: the README names them by hand.)"""
+    paragraphs = sections(text).get("Facts", "").split("\n\n")
+
+    def named(start: str) -> set:
+        return {name for paragraph in paragraphs if paragraph.strip().startswith(start)
+                for name in re.findall(r"`([a-z0-9_]+)`", paragraph)}
+
     published, read = role_contract(role_dir)
-    return ([f"publishes {name}, which the Facts section does not name" for name in sorted(published - named)]
-            + [f"reads {name}, which the Facts section does not name" for name in sorted(read - named)])
+    return ([f"publishes {name}, which the Facts section does not name" for name in sorted(published - named("Published"))]
+            + [f"reads {name}, which the Facts section does not name"
+               for name in sorted(read - named("Read from other roles"))])
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -502,6 +510,12 @@ def test_contract_gaps_name_a_fact_and_a_read_left_out():
     assert contract_gaps(role_dir, text) == [
         "publishes sglang_service_nccl_smoke_report, which the Facts section does not name",
         "reads cuda13_links, which the Facts section does not name"]
+    # A name in the other paragraph does not count.
+    moved = (role_dir / "README.md").read_text(encoding="utf-8").replace(
+        "\n\nRead from other roles, as defaults a play may override: from `cuda13`,",
+        " `cuda13_links`.\n\nRead from other roles, as defaults a play may override: from `cuda13`,").replace(
+        "and\n`cuda13_links` (switched back", "and\nthe links (switched back")
+    assert contract_gaps(role_dir, moved) == ["reads cuda13_links, which the Facts section does not name"]
 
 
 def shadowed(role_dir: Path) -> list[str]:
