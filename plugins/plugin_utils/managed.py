@@ -38,7 +38,7 @@ COLUMNS = {
     "owner": "its owner (default root)",
     "group": "its group (default root)",
     "template": "a file's content: the role template of this name, as rendered for the node",
-    "source": "a file's content: the text the role's plan names so (a key, a record)",
+    "source": "a file's content: the text the role names so (a key, a record, a file of its files/)",
     "src": "what a link points at (required for a link)",
     "enabled": "false leaves the row out of force (default true)",
     "keep": "a directory that exists, or a link in its place, is taken as it is, and never removed",
@@ -49,7 +49,7 @@ COLUMNS = {
     "restart": "a change restarts the service (sglang_service)",
     "refresh": "what a change refreshes: ldconfig (cuda13)",
     "apt_source": "an apt source: a change refreshes apt's lists (cuda13)",
-    "phase": "the step of the install that writes the row (sglang_install)",
+    "phase": "the step of the role that writes the row (sglang_install, sglang_router)",
     "installer": "the installer the row is for, uv or pip; the other's rows are out of force",
 }
 # What each state requires; a file also needs its content from one of template and source.

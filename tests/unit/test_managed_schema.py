@@ -12,7 +12,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils import cuda_plan,
 from conftest import ROOT
 
 # Each role with a table, and the table's name in its vars/main.yml: __<role>_files.
-TABLES = {role: f"__{role}_files" for role in ("cuda13", "sglang_install", "sglang_service")}
+TABLES = {role: f"__{role}_files" for role in ("cuda13", "sglang_install", "sglang_service", "sglang_router")}
 
 
 def table(role: str) -> list:
