@@ -15,10 +15,11 @@ author:
   - blackwell.sglang maintainers (@blackwell-sglang)
 description:
   - Takes a role's table (its rows in the collection's one schema, checked first) and returns the
-    path of every row, in force or not, but for the rows the removal keeps (C(keep), or
-    C(removal) set to V(keep)) and the rows without a path.
-  - The last row comes first, so a directory is removed after the files the table puts in it;
-    a path two rows name is returned once.
+    path of every row, in force or not, but for the paths a row keeps (C(keep), or C(removal)
+    set to V(keep); a path one row keeps is kept whatever another row says) and the rows without
+    a path.
+  - The last row comes first; a path two rows name is returned once, and a path under another
+    path returned is left out, since it goes with that one.
 options:
   _input:
     description: The role's rows, as its C(vars/main.yml) declares them.
