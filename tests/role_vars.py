@@ -45,3 +45,12 @@ def render_template(role: str, template: str, overrides: dict | None = None, col
     from ansible.template import trust_as_template  # pylint: disable=import-outside-toplevel
 
     return templar.template(trust_as_template(text))
+
+
+def render_expression(role: str, expression: str, overrides: dict | None = None, collection: Path = ROOT):
+    """A template of ROLE's tasks (a loop, a condition), rendered as Ansible would with the
+    role's variables and OVERRIDES."""
+    from ansible.template import trust_as_template  # pylint: disable=import-outside-toplevel
+
+    templar, _variables = _templar(collection, role, overrides)
+    return templar.template(trust_as_template(expression))

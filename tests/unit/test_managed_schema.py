@@ -142,3 +142,27 @@ def test_the_installs_removal_takes_the_link_uv_the_releases_and_the_home_and_wh
         "/opt/sglang/current", "/opt/sglang/uv", "/opt/sglang/releases", "/var/lib/sglang"]
     assert "/opt/sglang/uv" not in [row["path"] for row in managed.in_force(
         "sglang_install", rows, dict.fromkeys([row["template"] for row in rows if "template" in row], ""))]
+
+
+
+def test_each_write_task_of_the_router_loops_over_exactly_its_rows():
+    """The router's tasks pick their rows from the table by its columns: each row is written by
+    exactly one task (the venv by the install), and each loop renders as Ansible renders it."""
+    import role_vars  # pylint: disable=import-outside-toplevel
+    tasks = yaml.safe_load((ROOT / "roles" / "sglang_router" / "tasks" / "present.yml").read_text(encoding="utf-8"))
+    written = {}
+    for task in tasks:
+        loop = task.get("loop")
+        if isinstance(loop, str) and "__sglang_router_files" in loop:
+            written[task["name"]] = [row["path"] for row in role_vars.render_expression("sglang_router", loop)]
+    assert written == {
+        "Create the router's venvs' and sources' directories": ["/opt/sglang-router", "/etc/sglang-router"],
+        "Write pip's sources for the router": ["/etc/sglang-router/pip.conf"],
+        "Create the launcher's directory": ["/usr/local/lib/sglang-router"],
+        "Write the router's secrets file": ["/etc/sglang-router/router.env"],
+        "Write the router's launcher": ["/usr/local/lib/sglang-router/sglang_router_launch.py"],
+        "Write the router's unit": ["/etc/systemd/system/sglang-router.service"],
+    }
+    rows = role_vars.render("sglang_router", "__sglang_router_files")
+    assert sorted(path for paths in written.values() for path in paths) == sorted(
+        row["path"] for row in rows if row.get("state") != "venv")
