@@ -144,7 +144,6 @@ def test_the_installs_removal_takes_the_link_uv_the_releases_and_the_home_and_wh
         "sglang_install", rows, dict.fromkeys([row["template"] for row in rows if "template" in row], ""))]
 
 
-
 def test_each_write_task_of_the_router_loops_over_exactly_its_rows():
     """The router's tasks pick their rows from the table by its columns: each row is written by
     exactly one task (the venv by the install), and each loop renders as Ansible renders it."""
