@@ -40,11 +40,8 @@ def render(role: str, name: str, overrides: dict | None = None, collection: Path
 
 def render_template(role: str, template: str, overrides: dict | None = None, collection: Path = ROOT) -> str:
     """ROLE's templates/TEMPLATE as Ansible renders it with the role's variables and OVERRIDES."""
-    templar, _variables = _templar(collection, role, overrides)
     text = (collection / "roles" / role / "templates" / template).read_text(encoding="utf-8")
-    from ansible.template import trust_as_template  # pylint: disable=import-outside-toplevel
-
-    return templar.template(trust_as_template(text))
+    return render_expression(role, text, overrides, collection)
 
 
 def render_expression(role: str, expression: str, overrides: dict | None = None, collection: Path = ROOT):
