@@ -100,6 +100,52 @@ def run_check(playbook: Path, inventories: list, limit: str | None, extra_vars: 
     return report, output
 
 
+def _json_files(directory: Path) -> list:
+    return sorted(directory.glob("*.json"), key=lambda path: (len(path.name), path.name))
+
+
+def load_jobs(sources: list) -> dict:
+    """Each source's job, for drift.merge: where it came from to its verdicts and recap.
+
+    A source is an ansible-runner private data directory (each run under artifacts/), one run's
+    artifact directory (artifacts/<ident>) or its job_events directory, or a JSON file: AWX's
+    job events as its API lists them (/api/v2/jobs/<id>/job_events/, the page's ``results`` or a
+    list of events) or a job as its API shows it (/api/v2/jobs/<id>/, its ``artifacts``).
+    Raises drift.MergeError for a source that holds no job."""
+    jobs = {}
+    for source in sources:
+        path = Path(source)
+        if path.is_dir():
+            if (path / "artifacts").is_dir():
+                runs = sorted(d for d in (path / "artifacts").iterdir() if (d / "job_events").is_dir())
+            elif (path / "job_events").is_dir():
+                runs = [path]
+            else:
+                runs = [path.parent] if path.name == "job_events" else []
+            if not runs:
+                raise drift.MergeError(f"{source}: no ansible-runner job events under it")
+            for run in runs:
+                events = [json.loads(f.read_text(encoding="utf-8")) for f in _json_files(run / "job_events")]
+                jobs[str(run)] = drift.job_of_events(events)
+            continue
+        if not path.is_file():
+            raise drift.MergeError(f"{source}: no such file or directory")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise drift.MergeError(f"{source}: not JSON ({exc})") from exc
+        if isinstance(data, dict) and isinstance(data.get("artifacts"), dict):
+            # A job's detail: its artifacts, without the recap.
+            jobs[source] = {"artifacts": data["artifacts"], "recap": None}
+        elif isinstance(data, dict) and isinstance(data.get("results"), list):
+            jobs[source] = drift.job_of_events(data["results"])
+        elif isinstance(data, list):
+            jobs[source] = drift.job_of_events(data)
+        else:
+            raise drift.MergeError(f"{source}: neither a job's events nor a job with its artifacts")
+    return jobs
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         # argparse's own status, 2, already means "failed hosts" here.
@@ -132,11 +178,21 @@ def main(argv: list | None = None) -> int:
                         help="write the structured events the report is built from (JSON lines) here")
     parser.add_argument("--from-events",
                         help="build the report from events saved by --save-events instead of running")
+    parser.add_argument("--merge", nargs="+", metavar="JOB",
+                        help="build one report from the verdicts several jobs published instead of "
+                        "running (the slices of a sliced AWX job): ansible-runner private data or "
+                        "artifact directories, AWX job events or jobs exported from its API as JSON")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="also show ansible-playbook's own output")
     args = parser.parse_args(argv)
 
-    if args.from_events:
+    if args.merge:
+        try:
+            report = drift.merge(load_jobs(args.merge))
+        except drift.MergeError as exc:
+            parser.error(str(exc))
+        output = ""
+    elif args.from_events:
         if not Path(args.from_events).is_file():
             parser.error(f"events file not found: {args.from_events}")
         with open(args.from_events, encoding="utf-8") as handle:

@@ -114,6 +114,11 @@ def _play_id(play):
     return str(play._uuid).split("_", 1)[0]  # pylint: disable=protected-access
 
 
+def _publishes(play):
+    """Whether PLAY is the one that publishes the verdicts (its play variable PUBLISH_VAR)."""
+    return bool((play.vars or {}).get(drift.PUBLISH_VAR))
+
+
 class CallbackModule(CallbackBase):
     """Turns Ansible's callback calls into drift events and renders the report at the end."""
 
@@ -125,9 +130,14 @@ class CallbackModule(CallbackBase):
     def __init__(self, display=None):
         super().__init__(display=display)
         self._collector = drift.DriftCollector()
+        # The run's last play publishes what this collector found (drift.running_artifacts).
+        drift.RUNNING[:] = [self._collector]
         self._plays = []
         self._started = set()
         self._events = None
+        # Inside the play that publishes the verdicts (playbooks/publish.yml): not a play of the
+        # check, so neither it nor its host is in the report.
+        self._publishing = False
 
     def set_options(self, task_keys=None, var_options=None, direct=None):
         super().set_options(task_keys=task_keys, var_options=var_options, direct=direct)
@@ -141,7 +151,7 @@ class CallbackModule(CallbackBase):
             self._events.write(json.dumps(event, sort_keys=True) + "\n")
 
     def v2_playbook_on_start(self, playbook):
-        self._plays = playbook.get_plays()
+        self._plays = [play for play in playbook.get_plays() if not _publishes(play)]
         check = context.CLIARGS.get("check") if context.CLIARGS else None
         self._emit({"event": "playbook_start", "plays": len(self._plays),
                     "check_mode": None if check is None else bool(check)})
@@ -149,6 +159,9 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_play_start(self, play):
         # The strategy starts a play once per serial batch, with the inventory restricted to
         # the batch; without the restriction (the limit still applies) it is the play's hosts.
+        self._publishing = _publishes(play)
+        if self._publishing:
+            return
         inventory = play.get_variable_manager()._inventory  # pylint: disable=protected-access
         play_id = _play_id(play)
         self._started.add(play_id)
@@ -162,9 +175,13 @@ class CallbackModule(CallbackBase):
         })
 
     def v2_playbook_on_no_hosts_remaining(self):
+        if self._publishing:
+            return
         self._emit({"event": "no_hosts_remaining"})
 
     def _result(self, kind, result, ignore_errors=False):
+        if self._publishing:
+            return
         task = result.task
         role = getattr(task, "_role", None)
         res = result.result

@@ -135,6 +135,9 @@ class HostReport:
     failed: bool = False
     unreachable: bool = False
     stopped: str = ""
+    # the host's last result was a failure nothing handled (a rescue or an always section sends
+    # more results after it): what the recap will count, told before the recap (preview)
+    failed_last: bool = False
 
 
 def _short(text: str, width: int = REASON_WIDTH) -> str:
@@ -381,6 +384,7 @@ class DriftCollector:
         kind = event.get("kind", "")
         res = event.get("res") or {}
         report = self.host(name)
+        report.failed_last = False
         task = event.get("task") or event.get("action") or "?"
         role = event.get("role")
         if role and not task.startswith(f"{role} : "):
@@ -402,6 +406,7 @@ class DriftCollector:
                 report.unreachable = True
             else:
                 report.failed = True
+                report.failed_last = True
             report.failures.append(Finding(task, action, _short(res.get("msg") or kind), path, None))
             self._batch_failures.append((name, task, unreachable))
             if event.get("any_errors_fatal"):
@@ -487,48 +492,214 @@ class DriftCollector:
                               f"'{not_judged[0].label}': {not_judged[0].reason}")
             verdicts[name] = HostReport(name, status, reason, report.drift, not_judged, failures,
                                         report.handlers)
-        hosts = {name: verdicts[name] for name in sorted(verdicts)}
-        statuses = [r.status for r in hosts.values()]
-        if not completed or not hosts:
-            # No recap: the run stopped before any verdict. No hosts: the inventory or limit
-            # matched nothing, and "no drift" would be a verdict on nothing.
-            exit_code = EXIT_FAILED
-        elif any(s in (FAILED, UNREACHABLE, NOT_CHECKED, NOT_JUDGED) for s in statuses):
-            exit_code = EXIT_FAILED
-        elif DRIFT in statuses:
-            exit_code = EXIT_DRIFT
-        else:
-            exit_code = EXIT_CLEAN
-        return {
-            "summary": {
-                "hosts": len(hosts),
-                "ok_hosts": statuses.count(OK),
-                # hosts with drift whatever their status: drift found before a failure is kept
-                "drifted_hosts": sum(1 for r in hosts.values() if r.drift),
-                "failed_hosts": statuses.count(FAILED),
-                "unreachable_hosts": statuses.count(UNREACHABLE),
-                "not_checked_hosts": statuses.count(NOT_CHECKED),
-                "not_judged_hosts": statuses.count(NOT_JUDGED),
-                "drifted_tasks": sum(len(r.drift) for r in hosts.values()),
-                "not_judged_tasks": len({f.label for r in hosts.values() for f in r.not_judged}),
-                "check_mode": self.check_mode,
-                "run_completed": completed,
-                "exit_code": exit_code,
-            },
-            "hosts": {
-                name: {
-                    "status": r.status,
-                    "reason": r.reason,
-                    "drift": [_finding_dict(f) for f in r.drift],
-                    "not_judged": [_finding_dict(f) for f in r.not_judged],
-                    "failures": [_finding_dict(f) for f in r.failures],
-                    "handlers_that_would_run": [_finding_dict(f) for f in r.handlers],
-                    # The host's notes by topic (NOTES_FACT), each a list of lines.
-                    "notes": self._notes.get(name, {}),
-                }
-                for name, r in hosts.items()
-            },
+        hosts = {
+            name: {
+                "status": r.status,
+                "reason": r.reason,
+                "drift": [_finding_dict(f) for f in r.drift],
+                "not_judged": [_finding_dict(f) for f in r.not_judged],
+                "failures": [_finding_dict(f) for f in r.failures],
+                "handlers_that_would_run": [_finding_dict(f) for f in r.handlers],
+                # The host's notes by topic (NOTES_FACT), each a list of lines.
+                "notes": self._notes.get(name, {}),
+            }
+            for name, r in sorted(verdicts.items())
         }
+        return report_of(hosts, self.check_mode, completed)
+
+    def preview(self) -> dict:
+        """The report as it would stand if the run ended now: what the run's own last play
+        publishes (``artifacts``) before Ansible prints the recap. The hosts' own results stand in
+        for the recap: a host is failed where its last result was a failure nothing handled, and
+        unreachable where it was unreachable."""
+        if self.stats is not None:
+            return self.finish()
+        self.stats = {
+            "processed": {name: 1 for name in self.hosts},
+            "failures": {name: 1 for name, r in self.hosts.items() if r.failed_last and not r.unreachable},
+            "dark": {name: 1 for name, r in self.hosts.items() if r.unreachable},
+        }
+        try:
+            return self.finish()
+        finally:
+            self.stats = None
+
+
+def report_of(hosts: dict, check_mode: bool | None, completed: bool) -> dict:
+    """The report of HOSTS (name to verdict, as the report's ``hosts`` holds them): the summary
+    counted from them, the exit code decided from their statuses."""
+    hosts = {name: hosts[name] for name in sorted(hosts)}
+    statuses = [h["status"] for h in hosts.values()]
+    if not completed or not hosts:
+        # No recap: the run stopped before any verdict. No hosts: the inventory or limit
+        # matched nothing, and "no drift" would be a verdict on nothing.
+        exit_code = EXIT_FAILED
+    elif any(s in (FAILED, UNREACHABLE, NOT_CHECKED, NOT_JUDGED) for s in statuses):
+        exit_code = EXIT_FAILED
+    elif DRIFT in statuses:
+        exit_code = EXIT_DRIFT
+    else:
+        exit_code = EXIT_CLEAN
+    return {
+        "summary": {
+            "hosts": len(hosts),
+            "ok_hosts": statuses.count(OK),
+            # hosts with drift whatever their status: drift found before a failure is kept
+            "drifted_hosts": sum(1 for h in hosts.values() if h["drift"]),
+            "failed_hosts": statuses.count(FAILED),
+            "unreachable_hosts": statuses.count(UNREACHABLE),
+            "not_checked_hosts": statuses.count(NOT_CHECKED),
+            "not_judged_hosts": statuses.count(NOT_JUDGED),
+            "drifted_tasks": sum(len(h["drift"]) for h in hosts.values()),
+            "not_judged_tasks": len({f["label"] for h in hosts.values() for f in h["not_judged"]}),
+            "check_mode": check_mode,
+            "run_completed": completed,
+            "exit_code": exit_code,
+        },
+        "hosts": hosts,
+    }
+
+
+# The run's verdicts as its artifacts (Ansible's set_stats, which ansible-runner and AWX keep as
+# the job's artifacts): one key per host, as AWX merges the artifacts of a workflow's jobs key by
+# key, so the slices of a sliced job never overwrite each other's hosts.
+ARTIFACT_PREFIX = "blackwell_sglang_drift_"
+
+# The collector of the drift_report callback running in this ansible-playbook process, for the
+# run's last play to publish (the lookup blackwell.sglang.drift_verdicts); None where the callback
+# is not enabled. Ansible forks its workers from the process the callback runs in, so a task's
+# lookup sees every result handled before the task started.
+RUNNING: list = []
+# The play variable that marks the play publishing them: the callback leaves it out of the report.
+PUBLISH_VAR = "blackwell_sglang_drift_publish"
+
+
+def artifact_key(host: str) -> str:
+    """The artifact key of HOST's verdict: ARTIFACT_PREFIX and the name, each character but an
+    ASCII letter or digit written as _ and its code in two hex digits (__ and six past 255): a
+    valid variable name for every host name, and no two names give one key."""
+    out = []
+    for char in host:
+        if char.isascii() and char.isalnum():
+            out.append(char)
+        else:
+            out.append(f"_{ord(char):02x}" if ord(char) < 256 else f"__{ord(char):06x}")
+    return ARTIFACT_PREFIX + "".join(out)
+
+
+def artifacts(report: dict) -> dict:
+    """The report's verdicts as set_stats data: per host, its verdict as the report has it,
+    with its name and whether the run was a check."""
+    check_mode = report["summary"].get("check_mode")
+    return {artifact_key(name): {"host": name, "check_mode": check_mode, **host}
+            for name, host in report["hosts"].items()}
+
+
+def running_artifacts() -> dict:
+    """What the drift_report callback of this process has found so far, as artifacts; {} where
+    the callback is not enabled."""
+    return artifacts(RUNNING[-1].preview()) if RUNNING else {}
+
+
+def running_host() -> str:
+    """The first host, by name, that the running callback has seen results of and that neither
+    failed nor was unreachable: the host the publishing play runs on; '' where there is none."""
+    if not RUNNING:
+        return ""
+    verdicts = RUNNING[-1].preview()["hosts"]
+    return next((name for name, host in verdicts.items()
+                 if host["status"] not in (FAILED, UNREACHABLE, NOT_CHECKED)), "")
+
+
+class MergeError(ValueError):
+    """Jobs that cannot make one report (a host in two of them, no verdicts at all)."""
+
+
+# ansible-runner's event names (its display callback, which AWX's job events are) to the kinds of
+# the collector's result events.
+_RUNNER_RESULTS = {"runner_on_ok": "ok", "runner_on_failed": "failed", "runner_on_skipped": "skipped",
+                   "runner_on_unreachable": "unreachable", "runner_item_on_ok": "item_ok",
+                   "runner_item_on_failed": "item_failed", "runner_item_on_skipped": "item_skipped"}
+
+
+def _collector_events(events) -> list:
+    """A job's events as ansible-runner and AWX record them, as the collector's events: the plays
+    without the hosts they select (the runner's events do not name them), each task result, the
+    recap. Enough to tell a host's failures and drift; not the tags of a task check mode cannot
+    judge, so a host's not-judged tasks may be missing."""
+    out = []
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        kind, data = event.get("event"), event.get("event_data") or {}
+        if kind == "playbook_on_play_start":
+            out.append({"event": "play_start", "play_id": str(data.get("play_uuid") or ""),
+                        "play": data.get("play") or "", "selected": [], "batch": []})
+        elif kind in _RUNNER_RESULTS and data.get("host"):
+            res = data.get("res") or {}
+            out.append({"event": "result", "kind": _RUNNER_RESULTS[kind], "host": data["host"],
+                        "task": data.get("task") or "", "role": data.get("role") or None,
+                        "action": data.get("resolved_action") or data.get("task_action") or "",
+                        "path": data.get("task_path") or "", "handler": False,
+                        "ignore_errors": bool(data.get("ignore_errors")), "any_errors_fatal": False,
+                        "loop": isinstance(res.get("results"), list),
+                        "res": slim_result(res)})
+        elif kind == "playbook_on_stats":
+            out.append({"event": "stats", **{key: dict(data.get(key) or {})
+                                             for key in ("processed", "failures", "dark")}})
+    return out
+
+
+def job_of_events(events) -> dict | None:
+    """One job's verdicts from its events, as ansible-runner writes them
+    (artifacts/<ident>/job_events/*.json) and AWX's API lists them (/api/v2/jobs/<id>/job_events/):
+    the event ``playbook_on_stats`` holds the set_stats data (``artifact_data``) and the recap;
+    the verdicts told from the task results stand in for a host the job published none for.
+    ``None`` where the job has no recap (it stopped before it)."""
+    events = list(events)
+    stats = [e for e in events if isinstance(e, dict) and e.get("event") == "playbook_on_stats"]
+    if not stats:
+        return None
+    data = stats[-1].get("event_data") or {}
+    return {"artifacts": dict(data.get("artifact_data") or {}),
+            "recap": {key: dict(data.get(key) or {}) for key in ("processed", "failures", "dark")},
+            "told": replay(_collector_events(events))["hosts"]}
+
+
+def merge(jobs: dict) -> dict:
+    """One report from the verdicts several jobs published: the slices of a sliced AWX job, each
+    checking its own hosts. ``jobs``: a name (where the job came from) to ``{"artifacts": ...,
+    "recap": ..., "told": ...}`` (``job_of_events``; AWX's job detail has the artifacts alone), or
+    to None for a job without a recap. A host the recap counts but with no published verdict (its
+    job ended before its last play, as a run does once every host of a batch failed) takes the
+    verdict told from the job's task results. The report is the one the callback writes for one
+    run over every host of the jobs; a job without a recap, or jobs with no host at all, make it
+    incomplete."""
+    hosts, owner, check_modes, completed = {}, {}, set(), bool(jobs)
+    for name, job in jobs.items():
+        if job is None:
+            completed = False
+            continue
+        published = {}
+        for key, verdict in (job.get("artifacts") or {}).items():
+            if key.startswith(ARTIFACT_PREFIX) and isinstance(verdict, dict) and "host" in verdict:
+                published[str(verdict["host"])] = verdict
+        recap = job.get("recap") or {}
+        counted = set(recap.get("processed") or {}) | set(recap.get("failures") or {}) | set(recap.get("dark") or {})
+        for host in sorted(set(published) | counted):
+            if host in owner:
+                raise MergeError(f"host {host} is in {owner[host]} and in {name}: the jobs are not slices of one run")
+            owner[host] = name
+            if host in published:
+                check_modes.add(published[host].get("check_mode"))
+                hosts[host] = {k: v for k, v in published[host].items() if k not in ("host", "check_mode")}
+            else:
+                hosts[host] = (job.get("told") or {}).get(host) or {
+                    "status": NOT_CHECKED, "drift": [], "not_judged": [], "failures": [],
+                    "handlers_that_would_run": [], "notes": {},
+                    "reason": f"{name} published no verdict for it: the run ended before its last play"}
+    check_mode = None if None in check_modes or not check_modes else all(check_modes)
+    return report_of(hosts, check_mode, completed)
 
 
 def incomplete_report() -> dict:

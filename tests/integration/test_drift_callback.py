@@ -16,9 +16,11 @@ import subprocess
 import pytest
 
 from ansible_collections.blackwell.sglang.plugins.module_utils import nccl
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import drift
 from conftest import ROOT, VENV_BIN, ansible_env, copy_as_collection
 
 PLAYBOOK = ROOT / "tests" / "fixtures" / "drift" / "check.yml"
+SLICED = PLAYBOOK.with_name("sliced.yml")
 PREFLIGHT = "Check the hosts before anything changes"
 CONVERGE = "Converge the hosts one at a time"
 INTERPRETER = "ansible_python_interpreter=/usr/bin/python3"
@@ -210,3 +212,121 @@ def test_notes_of_each_host_come_from_the_notes_fact_in_its_results(work):
     assert (f"| a | nccl_smoke | {lines['a']} |\n| a | pcie | GPU0: persistence mode is off |\n"
             f"| b | nccl_smoke | {lines['b']} |\n") in markdown
     assert f"a     nccl_smoke  {lines['a']}" in cli.stdout
+
+
+# A check of four hosts as one job and as the two slices AWX would run of it (its hosts by name,
+# slice N of M taking every Mth from the Nth on): a drifts, b fails the preflight (not fatal, as
+# site.yml's is not in a check), c passes a decision check mode cannot judge, d is unreachable.
+SLICED_HOSTS = {
+    "a": {"ansible_connection": "local"}, "b": {"ansible_connection": "local"},
+    "c": {"ansible_connection": "local"},
+    "d": {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1},
+}
+SLICED_VERDICTS = {"a": "drift", "b": "failed", "c": "not judged", "d": "unreachable"}
+
+
+def _runner_job(work, name: str, hosts: list) -> tuple:
+    """An ansible-runner private data directory checking HOSTS with sliced.yml, and its process."""
+    private = work / "jobs" / name
+    (private / "inventory").mkdir(parents=True)
+    (private / "env").mkdir()
+    inventory = {"all": {"hosts": {h: SLICED_HOSTS[h] for h in hosts},
+                         "vars": {"ansible_python_interpreter": "/usr/bin/python3"}}}
+    (private / "inventory" / "hosts.json").write_text(json.dumps(inventory), encoding="utf-8")
+    extra = {"drift_dir": str(work / "files"), "drift_hosts": ["a"], "drift_unjudged": ["c"],
+             "drift_preflight_fail": "b", "drift_fatal": False}
+    (private / "env" / "extravars").write_text(json.dumps(extra), encoding="utf-8")
+    env = ansible_env(ANSIBLE_CALLBACKS_ENABLED="blackwell.sglang.drift_report",
+                      BLACKWELL_DRIFT_REPORT_JSON=str(private / "report.json"),
+                      BLACKWELL_DRIFT_REPORT_MARKDOWN=str(private / "report.md"))
+    (private / "env" / "envvars").write_text(
+        json.dumps({k: v for k, v in env.items() if k.startswith(("ANSIBLE_", "BLACKWELL_"))}), encoding="utf-8")
+    proc = subprocess.Popen(  # pylint: disable=consider-using-with
+        [str(VENV_BIN / "ansible-runner"), "run", str(private), "-p", str(SLICED), "--cmdline", "--check --diff"],
+        env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return private, proc
+
+
+def _stats_event(private) -> dict:
+    events = [json.loads(f.read_text()) for f in private.glob("artifacts/*/job_events/*.json")]
+    return next(e for e in events if e["event"] == "playbook_on_stats")["event_data"]
+
+
+def _merge(tmp_path, *sources) -> tuple:
+    """tools/drift-report --merge: its exit code, the report it wrote (None: none), its stderr."""
+    out = tmp_path / "merged.json"
+    out.unlink(missing_ok=True)
+    proc = subprocess.run([str(ROOT / "tools" / "drift-report"), "--merge", *map(str, sources), "--json", str(out)],
+                          capture_output=True, text=True, check=False, env=ansible_env())
+    return proc.returncode, json.loads(out.read_text()) if out.exists() else None, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def sliced_jobs(work):
+    hosts = sorted(SLICED_HOSTS)
+    jobs = {"one": _runner_job(work, "one", hosts)}
+    for number in (1, 2):
+        jobs[f"slice{number}"] = _runner_job(work, f"slice{number}", hosts[number - 1::2])
+    # ansible-playbook's own exit codes: 4, a host was unreachable; 0, none failed.
+    for name, (_private, proc) in jobs.items():
+        output, _ = proc.communicate(timeout=600)
+        assert (name, proc.returncode) == (name, {"one": 4, "slice1": 0, "slice2": 4}[name]), output[-5000:]
+    return {name: private for name, (private, _proc) in jobs.items()}
+
+
+def test_a_check_run_as_slices_merges_into_the_report_of_one_run(sliced_jobs, tmp_path):
+    one = json.loads((sliced_jobs["one"] / "report.json").read_text())
+    # The publishing play is not in the report: neither a host nor a play of its own.
+    assert {h: v["status"] for h, v in one["hosts"].items()} == SLICED_VERDICTS
+    # Each slice published the verdicts of its hosts, one key each; slice 2's hosts all failed,
+    # so its run ended with them, before the publishing play: the merge tells theirs from the
+    # job's own task results.
+    published = _stats_event(sliced_jobs["slice1"])["artifact_data"]
+    assert sorted(published) == [drift.artifact_key("a"), drift.artifact_key("c")]
+    assert published[drift.artifact_key("c")]["host"] == "c"
+    assert published[drift.artifact_key("c")]["check_mode"] is True
+    assert published[drift.artifact_key("c")]["status"] == "not judged"
+    assert _stats_event(sliced_jobs["slice2"])["artifact_data"] == {}
+
+    out = tmp_path / "merged"
+    proc = subprocess.run(
+        [str(ROOT / "tools" / "drift-report"), "--merge", str(sliced_jobs["slice1"]), str(sliced_jobs["slice2"]),
+         "--json", str(out.with_suffix(".json")), "--markdown", str(out.with_suffix(".md"))],
+        capture_output=True, text=True, check=False, env=ansible_env())
+    assert proc.returncode == one["summary"]["exit_code"] == 2, proc.stdout + proc.stderr
+    assert json.loads(out.with_suffix(".json").read_text()) == one
+    assert out.with_suffix(".md").read_text() == (sliced_jobs["one"] / "report.md").read_text()
+    assert "4 host(s): 0 ok, 1 with drift" in proc.stdout
+
+
+def test_the_merge_reads_awx_job_events_and_job_artifacts(sliced_jobs, tmp_path):
+    one = json.loads((sliced_jobs["one"] / "report.json").read_text())
+
+    def events(name):
+        files = sorted(sliced_jobs[name].glob("artifacts/*/job_events/*.json"), key=lambda f: int(f.name.split("-")[0]))
+        return [json.loads(f.read_text()) for f in files]
+
+    # /api/v2/jobs/<id>/job_events/ as a page of results, and as a plain list of events.
+    page = tmp_path / "slice1-events.json"
+    page.write_text(json.dumps({"count": 0, "next": None, "results": events("slice1")}))
+    plain = tmp_path / "slice2-events.json"
+    plain.write_text(json.dumps(events("slice2")))
+    code, merged, stderr = _merge(tmp_path, page, plain)
+    assert code == 2, stderr
+    assert merged == one
+    # /api/v2/jobs/<id>/: the job's artifacts, which AWX took from the same recap event.
+    job = tmp_path / "slice1-job.json"
+    job.write_text(json.dumps({"id": 1043, "status": "successful",
+                               "artifacts": _stats_event(sliced_jobs["slice1"])["artifact_data"]}))
+    code, merged, stderr = _merge(tmp_path, job, sliced_jobs["slice2"])
+    assert code == 2, stderr
+    assert merged == one
+
+
+def test_the_merge_refuses_a_host_in_two_jobs_and_names_both(sliced_jobs, tmp_path):
+    code, merged, stderr = _merge(tmp_path, sliced_jobs["slice1"], sliced_jobs["one"])
+    assert (code, merged) == (3, None)
+    first = next(sliced_jobs["slice1"].glob("artifacts/*"))
+    second = next(sliced_jobs["one"].glob("artifacts/*"))
+    assert (f"drift-report: error: host a is in {first} and in {second}: "
+            "the jobs are not slices of one run\n") in stderr, stderr

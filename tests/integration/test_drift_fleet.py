@@ -431,7 +431,9 @@ def test_converge_installs_the_incomplete_release_and_uv_again(fleet):
     assert report["summary"]["drifted_hosts"] == 0
 
 
-def test_a_node_failing_the_preflight_leaves_the_others_not_checked(fleet):
+def test_a_node_failing_the_preflight_of_a_check_stops_no_other_node(fleet):
+    """In a converge the preflight is any_errors_fatal; a check changes nothing, so the node that
+    fails it is reported failed and every other node is checked to the end."""
     # Node 2's nvidia-smi answers like one whose driver is gone: no GPUs where GPUs are required.
     host_vars(fleet, 2, "sglang_preflight_nvidia_smi: /usr/bin/false\n")
     try:
@@ -444,11 +446,10 @@ def test_a_node_failing_the_preflight_leaves_the_others_not_checked(fleet):
     assert sorted(report["hosts"]) == [node(i) for i in range(1, NODES + 1)]
     assert report["hosts"][node(2)]["status"] == "failed"
     assert [f["label"] for f in report["hosts"][node(2)]["failures"]] == ["Refuse a node that is not ready for the rollout"]
-    why = (f"the run stopped after {node(2)} failed 'Refuse a node that is not ready for the rollout' in play "
-           f"'Check the nodes before the rollout' (any_errors_fatal)")
+    assert report["hosts"][node(2)]["failures"][0]["reason"].startswith(f"preflight: {node(2)} is not ready for the rollout:")
     for i in (1, 3, 4):
-        assert (report["hosts"][node(i)]["status"], report["hosts"][node(i)]["reason"]) == ("not checked", why)
-    assert report["summary"]["not_checked_hosts"] == 3
+        assert (report["hosts"][node(i)]["status"], report["hosts"][node(i)]["reason"]) == ("ok", ""), i
+    assert (report["summary"]["failed_hosts"], report["summary"]["ok_hosts"], report["summary"]["not_checked_hosts"]) == (1, 3, 0)
 
 
 # AWX's meta variables of a job that a sliced job template started (docs/awx.md): launched by a

@@ -469,3 +469,116 @@ def test_slim_result_takes_a_missing_dest_from_the_task_arguments():
     assert "dest" not in drift.slim_result(created, {"dest": "{{ where }}/u"})
     assert drift.slim_result({**created, "dest": "/etc/v"}, {"dest": "/etc/u"})["dest"] == "/etc/v"
     assert drift.describe_change("template", drift.slim_result(created, {"dest": "/etc/u"}))[0] == "/etc/u would be created"
+
+
+# The verdicts a run publishes (set_stats) and the merge of several jobs' (a sliced AWX job).
+
+@pytest.mark.parametrize("host, key", [
+    ("gpu01", "blackwell_sglang_drift_gpu01"),
+    ("gpu-01", "blackwell_sglang_drift_gpu_2d01"),
+    ("gpu_01", "blackwell_sglang_drift_gpu_5f01"),
+    ("10.0.0.5", "blackwell_sglang_drift_10_2e0_2e0_2e5"),
+    ("nœud", "blackwell_sglang_drift_n__000153ud"),
+])
+def test_each_host_has_an_artifact_key_that_is_a_variable_name(host, key):
+    assert drift.artifact_key(host) == key
+    assert key.isidentifier()
+
+
+def test_no_two_host_names_share_an_artifact_key():
+    names = ["a-b", "a_b", "a_2db", "a.b", "a__b", "a_5fb", "ab", "a b", "aœb", "a__000153b"]
+    assert len({drift.artifact_key(n) for n in names}) == len(names)
+
+
+def test_the_published_verdicts_are_the_reports_hosts_with_name_and_check_mode():
+    report = recorded("unreachable")
+    published = drift.artifacts(report)
+    assert sorted(published) == [drift.artifact_key("a"), drift.artifact_key("gone")]
+    gone = published[drift.artifact_key("gone")]
+    assert (gone["host"], gone["check_mode"], gone["status"]) == ("gone", True, "unreachable")
+    assert {k: v for k, v in gone.items() if k not in ("host", "check_mode")} == report["hosts"]["gone"]
+
+
+def _events_until_stats(name: str) -> list:
+    with open(FIXTURES / f"{name}.events.jsonl", encoding="utf-8") as handle:
+        events = [json.loads(line) for line in handle if line.strip()]
+    return [e for e in events if e["event"] not in ("stats", "unstarted_play")]
+
+
+@pytest.mark.parametrize("name", ["unreachable", "stopped-converge"])
+def test_the_preview_before_the_recap_is_the_report_after_it(name):
+    collector = drift.DriftCollector()
+    for event in _events_until_stats(name):
+        collector.handle(event)
+    assert collector.preview()["hosts"] == recorded(name)["hosts"]
+    # The preview leaves the run's own state as it was: the run then finishes as it would have.
+    assert collector.stats is None
+
+
+def test_a_failure_a_rescue_handled_is_not_a_failed_host_in_the_preview():
+    collector = drift.DriftCollector()
+    base = {"event": "result", "host": "h", "action": "ansible.builtin.command", "path": "site.yml:3"}
+    collector.handle({"event": "playbook_start", "plays": 1, "check_mode": True})
+    collector.handle({"event": "play_start", "play_id": "p1", "play": "one", "selected": ["h"], "batch": ["h"]})
+    collector.handle({**base, "kind": "failed", "task": "Try", "res": {"msg": "no"}})
+    assert collector.preview()["hosts"]["h"]["status"] == "failed"
+    # The rescue's task: the host went on, so the recap will not count it failed.
+    collector.handle({**base, "kind": "ok", "task": "Recover", "res": {"changed": False}})
+    host = collector.preview()["hosts"]["h"]
+    assert host["status"] == "not judged"
+    assert host["failures"] == []
+    assert [(f["label"], f["reason"]) for f in host["not_judged"]] == [("Try", "failed in check mode (rescued): no")]
+
+
+def _job(report: dict) -> dict:
+    return {"artifacts": drift.artifacts(report), "recap": None}
+
+
+def test_the_merge_of_published_verdicts_is_the_report_of_their_hosts():
+    report = recorded("stopped-converge")
+    left = {"summary": report["summary"], "hosts": {h: report["hosts"][h] for h in "ab"}}
+    right = {"summary": report["summary"], "hosts": {h: report["hosts"][h] for h in "cd"}}
+    assert drift.merge({"job 1": _job(left), "job 2": _job(right)}) == report
+
+
+def test_a_host_published_by_no_job_but_counted_in_its_recap_takes_the_verdict_told_from_its_results():
+    told = {"status": "unreachable", "reason": "", "drift": [], "not_judged": [], "handlers_that_would_run": [],
+            "failures": [{"task": "Read", "action": "stat", "reason": "refused", "path": "", "item": None, "label": "Read"}],
+            "notes": {}}
+    merged = drift.merge({"job": {"artifacts": {}, "recap": {"processed": {}, "failures": {}, "dark": {"x": 1}},
+                                  "told": {"x": told}}})
+    assert merged["hosts"] == {"x": told}
+    assert merged["summary"]["exit_code"] == drift.EXIT_FAILED
+    untold = drift.merge({"job": {"artifacts": {}, "recap": {"processed": {"y": 1}, "failures": {}, "dark": {}}}})
+    assert (untold["hosts"]["y"]["status"], untold["hosts"]["y"]["reason"]) == (
+        "not checked", "job published no verdict for it: the run ended before its last play")
+
+
+def test_a_job_without_a_recap_leaves_the_merged_report_incomplete():
+    report = recorded("unreachable")
+    merged = drift.merge({"job 1": _job(report), "job 2": None})
+    assert merged["summary"]["run_completed"] is False
+    assert merged["summary"]["exit_code"] == drift.EXIT_FAILED
+    assert drift.merge({})["summary"] == drift.incomplete_report()["summary"]
+
+
+def test_the_merge_refuses_a_host_two_jobs_name(tmp_path):
+    report = recorded("unreachable")
+    with pytest.raises(drift.MergeError, match=r"^host a is in job 1 and in job 2: the jobs are not slices of one run$"):
+        drift.merge({"job 1": _job(report), "job 2": _job(report)})
+
+
+def test_job_events_without_a_recap_are_a_job_that_did_not_complete():
+    assert drift.job_of_events([{"event": "playbook_on_start", "event_data": {}}]) is None
+
+
+def test_cli_names_a_merge_source_that_holds_no_job(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "other.json").write_text('{"name": "not a job"}')
+    for source, why in ((tmp_path / "empty", "no ansible-runner job events under it"),
+                        (tmp_path / "missing", "no such file or directory"),
+                        (tmp_path / "other.json", "neither a job's events nor a job with its artifacts")):
+        with pytest.raises(SystemExit) as exc:
+            drift_report.main(["--merge", str(source)])
+        assert exc.value.code == drift.EXIT_USAGE
+        assert f"drift-report: error: {source}: {why}\n" in capsys.readouterr().err
