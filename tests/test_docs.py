@@ -266,7 +266,7 @@ def test_release_lists_new_modules_plugins_roles_and_playbook(tmp_path):
         "sglang_router_worker_view", "sglang_service_plan", "sglang_service_release", "sglang_service_state",
         "sm120_patch_plan", "sm120_patch_reads", "url_credentials"]
     assert [p["name"] for p in release["plugins"]["lookup"]] == [
-        "rendered", "rollout_slicing", "setting_problems", "template_sha1"]
+        "drift_verdicts", "rendered", "rollout_slicing", "setting_problems", "template_sha1"]
     assert sorted(r["name"] for r in release["objects"]["role"]) == ROLES
     assert [p["name"] for p in release["objects"]["playbook"]] == ["site"]
 

@@ -5,6 +5,8 @@ PATH that has ansible-runner (an installed collection). The run goes through ans
 with the callback plugin blackwell.sglang.drift_report enabled; the plugin reduces the task
 results and writes the report as JSON, which this CLI prints and writes out. The reduction
 lives once, in plugins/plugin_utils/drift.py: the CLI and the callback cannot disagree.
+`--merge` runs nothing: it joins the verdicts several jobs published (the slices of a sliced AWX
+job, from ansible-runner's artifact directories or AWX's job events and jobs) into one report.
 
 Exit codes: 0 every selected host was checked, judged and is clean, 1 drift, 2 a host failed,
 was unreachable, was not checked or not judged (or the run itself did not complete), 3 bad invocation

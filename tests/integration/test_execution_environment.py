@@ -12,6 +12,13 @@ the way AWX and ansible-navigator use one: every Ansible process runs inside the
   active, /health answers 200 there). Every Python package the image shares with the test venv
   is at the test venv's pin (tools/constraints.txt). The installed collection's tools/drift-report, run in
   the image, then exits 0 with the node `ok`.
+- A check of a small fleet runs as one job and as the two slices AWX would make of it, the slices
+  side by side, each an ansible-runner job in the image with the sliced inventory and AWX's meta
+  variables of a slice: the node itself (ok), the node again under a second name with another
+  served model name (drift), under a third with a preflight that finds no GPU (failed), and a
+  host nothing answers on (unreachable). The installed collection's tools/drift-report --merge,
+  in the image, makes one report of the slices' published verdicts: the one job's report, exit
+  code included, and beside each host the note that says what a slice leaves out.
 """
 from __future__ import annotations
 
@@ -26,6 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import drift
 from conftest import CACHE, ROOT, VENV_BIN, ansible_env, frozen, lab_env, pinned, recap, running_lab
 
 PREFIX = "ee"
@@ -217,3 +225,89 @@ def test_drift_report_inside_the_ee_finds_the_node_clean(ee_lab):
     assert {name: host["status"] for name, host in hosts.items()} == {NODE: "ok"}, hosts
     assert "No drift." in proc.stdout, proc.stdout[-5000:]
     assert "1 host(s): 1 ok, 0 with drift" in proc.stdout, proc.stdout[-5000:]
+
+
+# The fleet of the sliced check: the lab's node under four names (hosts.yml's vars beside them).
+# The second name serves another model name (its unit would change) and takes its own lock, as it
+# is checked beside the first; the third's nvidia-smi finds no GPU; nothing listens on port 1.
+FLEET = {
+    NODE: {},
+    f"{PREFIX}-02": {"sglang_service_served_model_name": "kimi-k2.5-renamed",
+                     "sglang_rollout_lock_path": "/run/lock/blackwell-sglang/second-name.lock"},
+    f"{PREFIX}-03": {"sglang_preflight_nvidia_smi": "/usr/bin/false"},
+    f"{PREFIX}-04": {"ansible_port": 1},
+}
+FLEET_VERDICTS = {NODE: "ok", f"{PREFIX}-02": "drift", f"{PREFIX}-03": "failed", f"{PREFIX}-04": "unreachable"}
+# AWX's meta variables of each slice's job: started by the workflow job AWX names after the template.
+AWX_SLICE = {"awx_job_launch_type": "workflow", "awx_workflow_job_name": "SGLang check",
+             "awx_job_template_name": "SGLang check"}
+
+
+def _check_job(lab: dict, name: str, hosts: list, extra: dict) -> Path:
+    """An ansible-runner private data directory: a check of HOSTS of FLEET with the drift report."""
+    private = lab["private"].parent / "sliced" / name
+    (private / "inventory").mkdir(parents=True)
+    (private / "env").mkdir()
+    lab_inventory = yaml.safe_load((lab["private"] / "inventory" / "hosts.yml").read_text(encoding="utf-8"))
+    group = lab_inventory["all"]["children"]["sglang_nodes"]
+    port = group["hosts"][NODE]["ansible_port"]
+    inventory = {"all": {"children": {"sglang_nodes": {
+        "vars": group["vars"],
+        "hosts": {host: {"ansible_port": port, **FLEET[host]} for host in hosts}}}}}
+    (private / "inventory" / "hosts.yml").write_text(yaml.safe_dump(inventory), encoding="utf-8")
+    os.symlink(os.readlink(lab["private"] / "inventory" / "group_vars"), private / "inventory" / "group_vars")
+    (private / "env" / "envvars").write_text(ENVVARS + yaml.safe_dump({
+        "ANSIBLE_CALLBACKS_ENABLED": "blackwell.sglang.drift_report",
+        "BLACKWELL_DRIFT_REPORT_JSON": "/runner/report.json",
+        "BLACKWELL_DRIFT_REPORT_MARKDOWN": "/runner/report.md"}), encoding="utf-8")
+    (private / "env" / "extravars").write_text(json.dumps(extra), encoding="utf-8")
+    return private
+
+
+def _start(lab: dict, private: Path) -> subprocess.Popen:
+    return subprocess.Popen(  # pylint: disable=consider-using-with
+        [str(VENV_BIN / "ansible-runner"), "run", str(private), "-p", "blackwell.sglang.site",
+         "--cmdline=--check --diff", *isolation_args(lab)],
+        cwd=private, env=without_host_ansible(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.mark.lab
+def test_a_sliced_check_in_the_ee_merges_into_the_report_of_one_job(ee_lab):
+    assert ee_lab["site"].returncode == 0, "the converge through the EE failed"
+    started = time.monotonic()
+    hosts = sorted(FLEET)
+    one = _check_job(ee_lab, "one", hosts, {"awx_job_launch_type": "manual"})
+    proc = _start(ee_lab, one)
+    output = proc.communicate(timeout=900)[0]
+    # ansible-playbook's exit code: 4, a host was unreachable.
+    assert proc.returncode == 4, output[-10000:]
+    # AWX's slices: the hosts by name, slice N of M taking every Mth from the Nth on; side by side.
+    slices = [_check_job(ee_lab, f"slice{n}", hosts[n - 1::2], AWX_SLICE) for n in (1, 2)]
+    procs = [_start(ee_lab, private) for private in slices]
+    outputs = [p.communicate(timeout=900)[0] for p in procs]
+    ee_lab["timings"]["a check as one job, then as two slices at once"] = time.monotonic() - started
+    assert [p.returncode for p in procs] == [2, 4], "\n".join(o[-5000:] for o in outputs)
+
+    report = json.loads((one / "report.json").read_text(encoding="utf-8"))
+    assert {h: v["status"] for h, v in report["hosts"].items()} == FLEET_VERDICTS, report["hosts"]
+    assert report["summary"]["exit_code"] == 2
+    labels = [f["label"] for f in report["hosts"][f"{PREFIX}-02"]["drift"]]
+    assert any(label.startswith("sglang_service : Write the files the server starts from [") for label in labels), labels
+
+    volumes = [arg for mount in (f"{one.parent}:/jobs", *lab_mounts(ee_lab)) for arg in ("-v", mount)]
+    merged = subprocess.run(
+        ["podman", "run", "--rm", *CONTAINER_OPTIONS, *volumes, ee_lab["image"],
+         f"{INSTALLED}/tools/drift-report", "--merge", "/jobs/slice1", "/jobs/slice2",
+         "--json", "/jobs/merged.json", "--markdown", "/jobs/merged.md"],
+        env=without_host_ansible(), capture_output=True, text=True, check=False)
+    assert merged.returncode == 2, merged.stdout[-5000:] + merged.stderr[-5000:]
+    merged_report = json.loads((one.parent / "merged.json").read_text(encoding="utf-8"))
+    # What the slices did not check, beside each host: the report is the one job's but for it.
+    note = ("this check is one slice of a sliced AWX job (AWX started it from a workflow job named after its"
+            " job template ('SGLang check'), as it starts each slice of a sliced job template): the router's"
+            " worker list and the Prometheus targets were not checked, as a slice holds part of the fleet;"
+            " run blackwell.sglang.router and blackwell.sglang.prometheus as one job without slices.")
+    for name, host in merged_report["hosts"].items():
+        assert host["notes"].pop("slicing") == [note], name
+    assert merged_report == report
+    assert drift.render_markdown(merged_report) == (one / "report.md").read_text(encoding="utf-8")
