@@ -30,6 +30,22 @@ description:
   - Reads the extra vars only, as Ansible sizes a play's batches before it reads the inventory, and
     whether the run is a check; runs on the controller and reads nothing from the nodes. The decision
     is C(plugins/plugin_utils/rollout_slicing.py).
+  - A sliced check notes, for the drift report, what the slice leaves out for a host; given what the
+    host sees of the fleet (O(router_urls), O(routers), O(targets_path)), the note is empty where
+    the slice leaves out nothing for it (no router in front of it or in the slice, no Prometheus
+    targets the run writes), and a merged report of the slices then equals one job's.
+options:
+  router_urls:
+    description: The host's C(sglang_service_router_urls), the routers it runs behind.
+    type: list
+    elements: str
+  routers:
+    description: The hosts of the group C(sglang_router) in the run's inventory.
+    type: list
+    elements: str
+  targets_path:
+    description: C(sglang_prometheus_sd_path), where the run writes the fleet's Prometheus targets.
+    type: str
 notes:
   - A workflow of the site's own named after its job template reads as a slice; a slice relaunched
     alone reads as a job of its own (it runs beside no other slice).
@@ -74,7 +90,7 @@ _raw:
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.vars import load_extra_vars
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.rollout_slicing import plan
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.rollout_slicing import leaves_out, plan
 
 
 class LookupModule(LookupBase):
@@ -82,5 +98,8 @@ class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         self.set_options(var_options=variables, direct=kwargs)
         # The extra vars, not the host's variables: the node play's serial is templated before any
-        # inventory variable is read, and this decision must be the one its batches follow.
-        return [plan(load_extra_vars(self._loader), bool((variables or {}).get("ansible_check_mode", False)))]
+        # inventory variable is read, and this decision must be the one its batches follow. What
+        # the host sees of the fleet only says whether a sliced check leaves anything out for it.
+        told = {name: kwargs[name] for name in ("router_urls", "routers", "targets_path") if name in kwargs}
+        return [plan(load_extra_vars(self._loader), bool((variables or {}).get("ansible_check_mode", False)),
+                     left_out=leaves_out(**told) if told else True)]

@@ -71,7 +71,15 @@ def _whole(value):
     return None
 
 
-def plan(extra_vars, check_mode=False):
+def leaves_out(router_urls=None, routers=None, targets_path=None):
+    """Whether a slice leaves anything out for a host: a router it runs behind (its
+    sglang_service_router_urls), a router host in the slice's inventory (the group sglang_router),
+    or the Prometheus targets the whole run writes (sglang_prometheus_sd_path). Without any of
+    them the slice checks all that one job over the fleet checks for that host."""
+    return bool(router_urls) or bool(routers) or bool(str(targets_path or "").strip())
+
+
+def plan(extra_vars, check_mode=False, left_out=True):
     """What the rollout does about slicing.
 
     ``extra_vars``: the run's extra vars (name to value); ``check_mode``: the run is a check.
@@ -102,8 +110,9 @@ def plan(extra_vars, check_mode=False):
         return out
 
     if check_mode:
-        out["note"] = (f"this check is one slice of a sliced AWX job ({seen}): "
-                       + LEFT_OUT.format(verb="were not checked") + ".")
+        if left_out:
+            out["note"] = (f"this check is one slice of a sliced AWX job ({seen}): "
+                           + LEFT_OUT.format(verb="were not checked") + ".")
         return out
     if not settings_table.truthy(own.get(ALLOW, False)):
         out["problems"] = [

@@ -16,7 +16,7 @@ from ansible.utils.vars import load_extra_vars
 
 from ansible_collections.blackwell.sglang.plugins.lookup.rollout_slicing import LookupModule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import settings
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.rollout_slicing import plan, started_as_a_slice
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.rollout_slicing import leaves_out, plan, started_as_a_slice
 from conftest import ROOT
 
 # AWX's meta variables of a job that a sliced job template started (awx_meta_vars): launched by a
@@ -81,6 +81,20 @@ def test_a_sliced_check_runs_and_says_what_it_left_out():
             " targets were not checked, as a slice holds part of the fleet; run blackwell.sglang.router and"
             " blackwell.sglang.prometheus as one job without slices.")
     assert plan(SLICE, check_mode=True) == runs(1, note)
+    # Where the slice leaves out nothing for the host, it checks what one job would, and says nothing.
+    assert plan(SLICE, check_mode=True, left_out=False) == {"sliced": True, "serial": 1, "note": "", "problems": []}
+
+
+@pytest.mark.parametrize("seen, left_out", [
+    ({}, False),
+    ({"router_urls": [], "routers": [], "targets_path": ""}, False),
+    ({"targets_path": "  "}, False),
+    ({"router_urls": ["http://10.0.0.9:30080"]}, True),
+    ({"routers": ["router-01"]}, True),
+    ({"targets_path": "/etc/prometheus/file_sd/sglang.json"}, True),
+])
+def test_a_slice_leaves_out_the_router_and_the_targets_only_where_there_are_some(seen, left_out):
+    assert leaves_out(**seen) is left_out
 
 
 def test_an_allowed_sliced_converge_takes_its_share_of_the_serial():
@@ -159,6 +173,12 @@ def test_the_lookup_reads_the_extra_vars_and_not_the_inventory(extra_vars):
     inventory = dict(ALLOWED, sglang_rollout_serial=8, ansible_check_mode=False)
     assert lookup.run([], variables=inventory) == [plan(SLICE)]
     assert lookup.run([], variables={"ansible_check_mode": True})[0]["problems"] == []
+    # What the host sees of the fleet decides only whether a sliced check has a note for it.
+    check = {"ansible_check_mode": True}
+    assert lookup.run([], variables=check)[0]["note"] != ""
+    assert lookup.run([], variables=check, router_urls=[], routers=[], targets_path="")[0] == plan(
+        SLICE, check_mode=True, left_out=False)
+    assert lookup.run([], variables=check, routers=["router-01"])[0] == plan(SLICE, check_mode=True)
     extra_vars({**SLICE, **ALLOWED, "sglang_rollout_serial": 8})
     assert lookup.run([], variables={"ansible_check_mode": False})[0]["serial"] == 2
 
