@@ -126,8 +126,14 @@ def load_jobs(sources: list) -> dict:
                 runs = [path.parent] if path.name == "job_events" else []
             if not runs:
                 raise drift.MergeError(f"{source}: no ansible-runner job events under it")
+            if len(runs) > 1:
+                raise drift.MergeError(f"{source}: holds {len(runs)} runs under artifacts/; name the artifact "
+                                       "directory (artifacts/<ident>) of each run to merge")
             for run in runs:
-                events = [json.loads(f.read_text(encoding="utf-8")) for f in _json_files(run / "job_events")]
+                try:
+                    events = [json.loads(f.read_text(encoding="utf-8")) for f in _json_files(run / "job_events")]
+                except ValueError as exc:
+                    raise drift.MergeError(f"{run}: an event that is not JSON ({exc})") from exc
                 jobs[str(run)] = drift.job_of_events(events)
             continue
         if not path.is_file():
@@ -140,6 +146,9 @@ def load_jobs(sources: list) -> dict:
             # A job's detail: its artifacts, without the recap.
             jobs[source] = {"artifacts": data["artifacts"], "recap": None}
         elif isinstance(data, dict) and isinstance(data.get("results"), list):
+            if data.get("next"):
+                raise drift.MergeError(f"{source}: one page of a job's events ({len(data['results'])} of "
+                                       f"{data.get('count', '?')}); export them all, e.g. with page_size above the count")
             jobs[source] = drift.job_of_events(data["results"])
         elif isinstance(data, list):
             jobs[source] = drift.job_of_events(data)
@@ -189,6 +198,13 @@ def main(argv: list | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.merge:
+        given = [flag for flag, value in (("-i", args.inventory), ("-l", args.limit), ("-e", args.extra_vars),
+                                          ("--from-events", args.from_events), ("--save-events", args.save_events),
+                                          ("--project-dir", args.project_dir),
+                                          ("-p", args.playbook != parser.get_default("playbook")))
+                 if value]
+        if given:
+            parser.error(f"--merge runs no playbook: {', '.join(given)} cannot go with it")
         try:
             report = drift.merge(load_jobs(args.merge))
         except drift.MergeError as exc:

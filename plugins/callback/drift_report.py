@@ -102,6 +102,7 @@ import json
 
 from ansible import context
 from ansible.playbook.handler import Handler
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.callback import CallbackBase
 from ansible.template import Templar
 
@@ -138,6 +139,7 @@ class CallbackModule(CallbackBase):
         # Inside the play that publishes the verdicts (playbooks/publish.yml): not a play of the
         # check, so neither it nor its host is in the report.
         self._publishing = False
+        self._play = None
 
     def set_options(self, task_keys=None, var_options=None, direct=None):
         super().set_options(task_keys=task_keys, var_options=var_options, direct=direct)
@@ -160,6 +162,7 @@ class CallbackModule(CallbackBase):
         # The strategy starts a play once per serial batch, with the inventory restricted to
         # the batch; without the restriction (the limit still applies) it is the play's hosts.
         self._publishing = _publishes(play)
+        self._play = play
         if self._publishing:
             return
         inventory = play.get_variable_manager()._inventory  # pylint: disable=protected-access
@@ -197,11 +200,25 @@ class CallbackModule(CallbackBase):
             "path": task.get_path() or "",
             "handler": isinstance(task, Handler),
             "ignore_errors": bool(ignore_errors),
-            "any_errors_fatal": bool(task.any_errors_fatal),
+            "any_errors_fatal": self._fatal(task, result.host),
             "loop": isinstance(res.get("results"), list),
             "check_guard": drift.check_guard(getattr(task, "tags", None), getattr(task, "when", None)),
             "res": drift.slim_result(res, getattr(task, "args", None)),
         })
+
+    def _fatal(self, task, host):
+        """Whether the task is any_errors_fatal for HOST: a template (a play's keyword, kept as
+        written on the result of a loop or of a task that failed before it was templated) is
+        templated as the strategy does; one that cannot be is taken as not fatal."""
+        value = task.any_errors_fatal
+        if not isinstance(value, str):
+            return bool(value)
+        try:
+            manager = self._play.get_variable_manager()
+            variables = manager.get_vars(play=self._play, host=host, task=task)
+            return boolean(Templar(loader=self._play.get_loader(), variables=variables).template(value), strict=False)
+        except Exception:  # pylint: disable=broad-exception-caught
+            return False
 
     def v2_runner_on_ok(self, result):
         self._result("ok", result)
@@ -240,8 +257,11 @@ class CallbackModule(CallbackBase):
             if _play_id(play) not in self._started:
                 self._emit({"event": "unstarted_play", "play_id": _play_id(play),
                             "play": play.get_name(), "selected": self._unstarted_hosts(play)})
-        self._emit({"event": "stats", "processed": dict(stats.processed),
-                    "failures": dict(stats.failures), "dark": dict(stats.dark)})
+        failures, dark = dict(stats.failures), dict(stats.dark)
+        # A host only the publishing play ran its one task on is no host of the check.
+        processed = {name: count for name, count in stats.processed.items()
+                     if name in self._collector.hosts or name in failures or name in dark}
+        self._emit({"event": "stats", "processed": processed, "failures": failures, "dark": dark})
         report = self._collector.finish()
         if self._events is not None:
             self._events.flush()

@@ -25,20 +25,21 @@ description:
     C(not_judged), C(failures), C(handlers_that_would_run), C(notes)), with C(host) (its name) and
     C(check_mode) (whether the run was a check).
   - Read in the run's last play (C(blackwell.sglang.publish), which C(blackwell.sglang.site) ends
-    with), before Ansible prints the recap; a host is failed where its last result was a failure
-    that nothing handled, as the recap will count it.
+    with), before Ansible prints the recap. O(alive) names the hosts still in the run there
+    (C(ansible_play_hosts)); a host the callback saw fail is failed unless it is among them (a
+    rescue handled its failure), as the recap will count it.
   - An empty mapping where the callback is not enabled in this run.
-  - With the term C(host), the name of the host the publishing play runs its one task on instead,
-    the first host with a verdict that neither failed nor was unreachable, so that the play takes
-    a host this run has reached within its C(--limit) (set_stats connects to no host); an empty
-    string where there is none.
 options:
-  _terms:
-    description: Nothing for the verdicts, or C(host).
-    required: false
+  alive:
+    description:
+      - The hosts still in the run, C(ansible_play_hosts) of the play that publishes.
+      - Without it, a host is failed where its last result was a failure nothing handled.
+    type: list
+    elements: str
 notes:
-  - The callback's state is read in the worker Ansible forks for the task, which holds every result
-    handled before the task started; no other process can read it.
+  - The callback's state is read in the process the lookup runs in, forked by Ansible from the one
+    the callback runs in (a task's worker, or the controller itself templating a play's C(hosts));
+    it holds every result handled before then.
 seealso:
   - plugin: blackwell.sglang.drift_report
     plugin_type: callback
@@ -52,11 +53,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _raw:
-  description:
-    - One mapping, artifact key to the host's verdict; empty without the callback.
-    - With the term C(host), one host name, or an empty string.
+  description: One mapping, artifact key to the host's verdict; empty without the callback.
   type: list
-  elements: raw
+  elements: dict
 """
 
 from ansible.errors import AnsibleLookupError
@@ -69,8 +68,7 @@ class LookupModule(LookupBase):
 
     def run(self, terms, variables=None, **kwargs):
         self.set_options(var_options=variables, direct=kwargs)
-        if not terms:
-            return [drift.running_artifacts()]
-        if list(terms) == ["host"]:
-            return [drift.running_host()]
-        raise AnsibleLookupError(f"blackwell.sglang.drift_verdicts takes no term or 'host', got {list(terms)!r}")
+        if terms:
+            raise AnsibleLookupError(f"blackwell.sglang.drift_verdicts takes no term, got {list(terms)!r}")
+        alive = self.get_option("alive")
+        return [drift.running_artifacts(None if alive is None else set(alive))]

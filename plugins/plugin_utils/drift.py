@@ -507,16 +507,19 @@ class DriftCollector:
         }
         return report_of(hosts, self.check_mode, completed)
 
-    def preview(self) -> dict:
+    def preview(self, alive=None) -> dict:
         """The report as it would stand if the run ended now: what the run's own last play
         publishes (``artifacts``) before Ansible prints the recap. The hosts' own results stand in
-        for the recap: a host is failed where its last result was a failure nothing handled, and
-        unreachable where it was unreachable."""
+        for the recap: a host is unreachable where it was unreachable, and failed where it failed
+        and is not among ``alive`` (the hosts still in the run: one whose failure a rescue handled
+        is); without ``alive``, where its last result was a failure nothing handled."""
         if self.stats is not None:
             return self.finish()
         self.stats = {
             "processed": {name: 1 for name in self.hosts},
-            "failures": {name: 1 for name, r in self.hosts.items() if r.failed_last and not r.unreachable},
+            "failures": {name: 1 for name, r in self.hosts.items()
+                         if r.failed and not r.unreachable
+                         and (r.failed_last if alive is None else name not in alive)},
             "dark": {name: 1 for name, r in self.hosts.items() if r.unreachable},
         }
         try:
@@ -566,7 +569,7 @@ def report_of(hosts: dict, check_mode: bool | None, completed: bool) -> dict:
 ARTIFACT_PREFIX = "blackwell_sglang_drift_"
 
 # The collector of the drift_report callback running in this ansible-playbook process, for the
-# run's last play to publish (the lookup blackwell.sglang.drift_verdicts); None where the callback
+# run's last play to publish (the lookup blackwell.sglang.drift_verdicts); empty where the callback
 # is not enabled. Ansible forks its workers from the process the callback runs in, so a task's
 # lookup sees every result handled before the task started.
 RUNNING: list = []
@@ -595,20 +598,10 @@ def artifacts(report: dict) -> dict:
             for name, host in report["hosts"].items()}
 
 
-def running_artifacts() -> dict:
+def running_artifacts(alive=None) -> dict:
     """What the drift_report callback of this process has found so far, as artifacts; {} where
-    the callback is not enabled."""
-    return artifacts(RUNNING[-1].preview()) if RUNNING else {}
-
-
-def running_host() -> str:
-    """The first host, by name, that the running callback has seen results of and that neither
-    failed nor was unreachable: the host the publishing play runs on; '' where there is none."""
-    if not RUNNING:
-        return ""
-    verdicts = RUNNING[-1].preview()["hosts"]
-    return next((name for name, host in verdicts.items()
-                 if host["status"] not in (FAILED, UNREACHABLE, NOT_CHECKED)), "")
+    the callback is not enabled. ``alive``: the hosts still in the run (``preview``)."""
+    return artifacts(RUNNING[-1].preview(alive)) if RUNNING else {}
 
 
 class MergeError(ValueError):
@@ -626,13 +619,16 @@ def _collector_events(events) -> list:
     """A job's events as ansible-runner and AWX record them, as the collector's events: the plays
     without the hosts they select (the runner's events do not name them), each task result, the
     recap. Enough to tell a host's failures and drift; not the tags of a task check mode cannot
-    judge, so a host's not-judged tasks may be missing."""
-    out = []
+    judge, so a host's not-judged tasks may be missing, nor (as ansible-runner keeps no more of a
+    no_log result than that it was hidden) whether a no_log task would change."""
+    out, handler = [], False
     for event in events:
         if not isinstance(event, dict):
             continue
         kind, data = event.get("event"), event.get("event_data") or {}
-        if kind == "playbook_on_play_start":
+        if kind in ("playbook_on_task_start", "playbook_on_handler_task_start"):
+            handler = kind == "playbook_on_handler_task_start"
+        elif kind == "playbook_on_play_start":
             out.append({"event": "play_start", "play_id": str(data.get("play_uuid") or ""),
                         "play": data.get("play") or "", "selected": [], "batch": []})
         elif kind in _RUNNER_RESULTS and data.get("host"):
@@ -640,7 +636,7 @@ def _collector_events(events) -> list:
             out.append({"event": "result", "kind": _RUNNER_RESULTS[kind], "host": data["host"],
                         "task": data.get("task") or "", "role": data.get("role") or None,
                         "action": data.get("resolved_action") or data.get("task_action") or "",
-                        "path": data.get("task_path") or "", "handler": False,
+                        "path": data.get("task_path") or "", "handler": handler,
                         "ignore_errors": bool(data.get("ignore_errors")), "any_errors_fatal": False,
                         "loop": isinstance(res.get("results"), list),
                         "res": slim_result(res)})
@@ -656,7 +652,7 @@ def job_of_events(events) -> dict | None:
     the event ``playbook_on_stats`` holds the set_stats data (``artifact_data``) and the recap;
     the verdicts told from the task results stand in for a host the job published none for.
     ``None`` where the job has no recap (it stopped before it)."""
-    events = list(events)
+    events = sorted((e for e in events if isinstance(e, dict)), key=lambda e: e.get("counter") or 0)
     stats = [e for e in events if isinstance(e, dict) and e.get("event") == "playbook_on_stats"]
     if not stats:
         return None
@@ -684,7 +680,12 @@ def merge(jobs: dict) -> dict:
         for key, verdict in (job.get("artifacts") or {}).items():
             if key.startswith(ARTIFACT_PREFIX) and isinstance(verdict, dict) and "host" in verdict:
                 published[str(verdict["host"])] = verdict
-        recap = job.get("recap") or {}
+        recap = job.get("recap")
+        if recap is None and not published:
+            # A job's artifacts alone, with nothing published: which hosts it had is unknown.
+            completed = False
+            continue
+        recap = recap or {}
         counted = set(recap.get("processed") or {}) | set(recap.get("failures") or {}) | set(recap.get("dark") or {})
         for host in sorted(set(published) | counted):
             if host in owner:
@@ -693,11 +694,17 @@ def merge(jobs: dict) -> dict:
             if host in published:
                 check_modes.add(published[host].get("check_mode"))
                 hosts[host] = {k: v for k, v in published[host].items() if k not in ("host", "check_mode")}
-            else:
-                hosts[host] = (job.get("told") or {}).get(host) or {
-                    "status": NOT_CHECKED, "drift": [], "not_judged": [], "failures": [],
-                    "handlers_that_would_run": [], "notes": {},
-                    "reason": f"{name} published no verdict for it: the run ended before its last play"}
+                continue
+            told = (job.get("told") or {}).get(host)
+            if told is None or told["status"] == OK:
+                # Task results cannot show a decision check mode cannot judge: never a clean bill.
+                told = dict(told or {"drift": [], "not_judged": [], "failures": [], "handlers_that_would_run": [],
+                                     "notes": {}},
+                            status=NOT_JUDGED if told else NOT_CHECKED,
+                            reason=f"{name} published no verdict for it: the run ended before its last play")
+            hosts[host] = told
+    if len(check_modes - {None}) > 1:
+        raise MergeError("the jobs mix a check and a run that was not one: merge the slices of one check")
     check_mode = None if None in check_modes or not check_modes else all(check_modes)
     return report_of(hosts, check_mode, completed)
 

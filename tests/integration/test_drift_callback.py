@@ -248,7 +248,7 @@ def _runner_job(work, name: str, hosts: list) -> tuple:
 
 
 def _stats_event(private) -> dict:
-    events = [json.loads(f.read_text()) for f in private.glob("artifacts/*/job_events/*.json")]
+    events = [json.loads(f.read_text(encoding="utf-8")) for f in private.glob("artifacts/*/job_events/*.json")]
     return next(e for e in events if e["event"] == "playbook_on_stats")["event_data"]
 
 
@@ -275,7 +275,7 @@ def sliced_jobs(work):
 
 
 def test_a_check_run_as_slices_merges_into_the_report_of_one_run(sliced_jobs, tmp_path):
-    one = json.loads((sliced_jobs["one"] / "report.json").read_text())
+    one = json.loads((sliced_jobs["one"] / "report.json").read_text(encoding="utf-8"))
     # The publishing play is not in the report: neither a host nor a play of its own.
     assert {h: v["status"] for h, v in one["hosts"].items()} == SLICED_VERDICTS
     # Each slice published the verdicts of its hosts, one key each; slice 2's hosts all failed,
@@ -300,7 +300,7 @@ def test_a_check_run_as_slices_merges_into_the_report_of_one_run(sliced_jobs, tm
 
 
 def test_the_merge_reads_awx_job_events_and_job_artifacts(sliced_jobs, tmp_path):
-    one = json.loads((sliced_jobs["one"] / "report.json").read_text())
+    one = json.loads((sliced_jobs["one"] / "report.json").read_text(encoding="utf-8"))
 
     def events(name):
         files = sorted(sliced_jobs[name].glob("artifacts/*/job_events/*.json"), key=lambda f: int(f.name.split("-")[0]))

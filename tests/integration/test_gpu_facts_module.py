@@ -321,3 +321,42 @@ def test_preflight_refuses_an_unknown_policy_and_says_nothing_of_pcie(tmp_path):
         "Nothing has been changed on any node.")
     assert PCIE_TASK_WARN not in tasks
     assert report["stats"]["localhost"]["changed"] == 0
+
+
+# ---- playbooks/preflight.yml: one node refused, in a converge and in a check -----------------------
+
+STOP_TASK = "Stop a converge when a node failed the preflight"
+
+
+def preflight_of_two(tmp_path, check):
+    """playbooks/preflight.yml on two local hosts, `good` and `bad` (a PCIe policy it does not
+    know); (rc, {task name: {host: result}})."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3",
+                 "sglang_preflight_require_gpu": False, "sglang_preflight_nvidia_smi": "/usr/bin/false"},
+        "hosts": {"bad": {"sglang_preflight_pcie_policy": "sometimes"}, "good": {}}}}), encoding="utf-8")
+    argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), "playbooks/preflight.yml"] + (["--check"] if check else [])
+    proc = subprocess.run(argv, env=ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
+                          capture_output=True, text=True, check=False, cwd=samples.FIXTURES.parents[2])
+    report, dummy = json.JSONDecoder().raw_decode(proc.stdout)
+    return proc.returncode, {task["task"]["name"]: task["hosts"] for play in report["plays"] for task in play["tasks"]}
+
+
+def test_a_node_refused_by_the_preflight_stops_every_node_of_a_converge(tmp_path):
+    rc, tasks = preflight_of_two(tmp_path, check=False)
+    assert rc == 2
+    assert tasks[PCIE_TASK_FAIL]["bad"]["failed"] is True
+    assert tasks[PCIE_TASK_FAIL]["good"].get("skipped") is True
+    assert list(tasks[STOP_TASK]) == ["good"]
+    assert tasks[STOP_TASK]["good"]["failed"] is True
+    assert tasks[STOP_TASK]["good"]["msg"] == ("preflight: bad failed the preflight or could not be reached; the rollout"
+                                               " stops before any node changes. Nothing has been changed on any node.")
+
+
+def test_a_node_refused_by_the_preflight_of_a_check_stops_no_other(tmp_path):
+    rc, tasks = preflight_of_two(tmp_path, check=True)
+    assert rc == 2
+    assert tasks[PCIE_TASK_FAIL]["bad"]["failed"] is True
+    assert tasks[STOP_TASK]["good"]["skipped"] is True
+    assert tasks[STOP_TASK]["good"]["false_condition"] == "not ansible_check_mode"

@@ -522,12 +522,16 @@ def test_a_failure_a_rescue_handled_is_not_a_failed_host_in_the_preview():
     collector.handle({"event": "play_start", "play_id": "p1", "play": "one", "selected": ["h"], "batch": ["h"]})
     collector.handle({**base, "kind": "failed", "task": "Try", "res": {"msg": "no"}})
     assert collector.preview()["hosts"]["h"]["status"] == "failed"
-    # The rescue's task: the host went on, so the recap will not count it failed.
     collector.handle({**base, "kind": "ok", "task": "Recover", "res": {"changed": False}})
-    host = collector.preview()["hosts"]["h"]
+    # Still in the run where the verdicts are published: a rescue handled the failure.
+    host = collector.preview(alive={"h"})["hosts"]["h"]
     assert host["status"] == "not judged"
     assert host["failures"] == []
     assert [(f["label"], f["reason"]) for f in host["not_judged"]] == [("Try", "failed in check mode (rescued): no")]
+    # Out of the run although it went on (an always section ran): failed, as the recap counts it.
+    assert collector.preview(alive=set())["hosts"]["h"]["status"] == "failed"
+    # Without the hosts still in the run, its last result decides.
+    assert collector.preview()["hosts"]["h"]["status"] == "not judged"
 
 
 def _job(report: dict) -> dict:
@@ -560,9 +564,47 @@ def test_a_job_without_a_recap_leaves_the_merged_report_incomplete():
     assert merged["summary"]["run_completed"] is False
     assert merged["summary"]["exit_code"] == drift.EXIT_FAILED
     assert drift.merge({})["summary"] == drift.incomplete_report()["summary"]
+    # A job's artifacts with no verdict in them: its hosts are unknown, so the report is too.
+    empty = drift.merge({"job 1": _job(report), "job 2": {"artifacts": {}, "recap": None}})
+    assert (empty["summary"]["run_completed"], empty["summary"]["exit_code"]) == (False, drift.EXIT_FAILED)
 
 
-def test_the_merge_refuses_a_host_two_jobs_name(tmp_path):
+def test_the_merge_refuses_a_check_and_a_run_that_was_not_one():
+    report = recorded("unreachable")
+    converge = {**report, "summary": {**report["summary"], "check_mode": False},
+                "hosts": {"other": report["hosts"]["a"]}}
+    with pytest.raises(drift.MergeError, match="^the jobs mix a check and a run that was not one"):
+        drift.merge({"job 1": _job(report), "job 2": _job(converge)})
+
+
+def _runner_event(counter, event, **data):
+    return {"counter": counter, "event": event, "event_data": data}
+
+
+def test_verdicts_told_from_runner_events_keep_drift_and_handlers_and_are_never_a_clean_bill():
+    diff = {"before": "a\n", "after": "b\n", "before_header": "/etc/x", "after_header": "/etc/x"}
+    events = [  # out of order, as an API may list them
+        _runner_event(6, "playbook_on_stats", processed={"x": 1, "y": 1}, failures={}, dark={}),
+        _runner_event(1, "playbook_on_play_start", play="one", play_uuid="u1"),
+        _runner_event(2, "playbook_on_task_start", task="Write x"),
+        _runner_event(3, "runner_on_ok", host="x", task="Write x", resolved_action="ansible.builtin.copy",
+                      task_path="p.yml:3", res={"changed": True, "diff": [diff]}),
+        _runner_event(4, "runner_on_ok", host="y", task="Write x", resolved_action="ansible.builtin.copy",
+                      task_path="p.yml:3", res={"changed": False}),
+        _runner_event(5, "playbook_on_handler_task_start", task="Restart"),
+        _runner_event(5, "runner_on_ok", host="x", task="Restart", resolved_action="ansible.builtin.command",
+                      task_path="p.yml:9", res={"changed": True}),
+    ]
+    merged = drift.merge({"job": drift.job_of_events(events)})["hosts"]
+    assert merged["x"]["status"] == "drift"
+    assert [(f["label"], f["reason"]) for f in merged["x"]["drift"]] == [("Write x", "content of /etc/x would change (+1 -1 lines)")]
+    assert [f["label"] for f in merged["x"]["handlers_that_would_run"]] == ["Restart"]
+    # y looked clean in its results, but they cannot show what check mode could not judge.
+    assert (merged["y"]["status"], merged["y"]["reason"]) == (
+        "not judged", "job published no verdict for it: the run ended before its last play")
+
+
+def test_the_merge_refuses_a_host_two_jobs_name():
     report = recorded("unreachable")
     with pytest.raises(drift.MergeError, match=r"^host a is in job 1 and in job 2: the jobs are not slices of one run$"):
         drift.merge({"job 1": _job(report), "job 2": _job(report)})
@@ -574,11 +616,26 @@ def test_job_events_without_a_recap_are_a_job_that_did_not_complete():
 
 def test_cli_names_a_merge_source_that_holds_no_job(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
-    (tmp_path / "other.json").write_text('{"name": "not a job"}')
+    (tmp_path / "other.json").write_text('{"name": "not a job"}', encoding="utf-8")
+    (tmp_path / "page.json").write_text('{"count": 900, "next": "/api/v2/jobs/7/job_events/?page=2", "results": [{}]}',
+                                        encoding="utf-8")
+    for run in ("one", "two"):
+        (tmp_path / "twice" / "artifacts" / run / "job_events").mkdir(parents=True)
     for source, why in ((tmp_path / "empty", "no ansible-runner job events under it"),
                         (tmp_path / "missing", "no such file or directory"),
-                        (tmp_path / "other.json", "neither a job's events nor a job with its artifacts")):
+                        (tmp_path / "other.json", "neither a job's events nor a job with its artifacts"),
+                        (tmp_path / "page.json", "one page of a job's events (1 of 900); export them all, e.g. with"
+                                                 " page_size above the count"),
+                        (tmp_path / "twice", "holds 2 runs under artifacts/; name the artifact directory"
+                                             " (artifacts/<ident>) of each run to merge")):
         with pytest.raises(SystemExit) as exc:
             drift_report.main(["--merge", str(source)])
         assert exc.value.code == drift.EXIT_USAGE
         assert f"drift-report: error: {source}: {why}\n" in capsys.readouterr().err
+
+
+def test_cli_merges_without_running_anything_else(capsys):
+    with pytest.raises(SystemExit) as exc:
+        drift_report.main(["--merge", "a", "-i", "hosts", "-l", "x", "--save-events", "e.jsonl"])
+    assert exc.value.code == drift.EXIT_USAGE
+    assert "drift-report: error: --merge runs no playbook: -i, -l, --save-events cannot go with it\n" in capsys.readouterr().err
