@@ -573,8 +573,10 @@ ARTIFACT_PREFIX = "blackwell_sglang_drift_"
 # is not enabled. Ansible forks its workers from the process the callback runs in, so a task's
 # lookup sees every result handled before the task started.
 RUNNING: list = []
-# The play variable that marks the play publishing them: the callback leaves it out of the report.
+# The play variable that marks the play publishing them: the callback leaves it out of the report,
+# as the merge leaves out the events of the play so named (playbooks/publish.yml).
 PUBLISH_VAR = "blackwell_sglang_drift_publish"
+PUBLISH_PLAY = "Publish the drift verdicts as the run's artifacts"
 
 
 def artifact_key(host: str) -> str:
@@ -621,7 +623,7 @@ def _collector_events(events) -> list:
     recap. Enough to tell a host's failures and drift; not the tags of a task check mode cannot
     judge, so a host's not-judged tasks may be missing, nor (as ansible-runner keeps no more of a
     no_log result than that it was hidden) whether a no_log task would change."""
-    out, handler = [], False
+    out, handler, publishing, seen = [], False, False, set()
     for event in events:
         if not isinstance(event, dict):
             continue
@@ -629,9 +631,13 @@ def _collector_events(events) -> list:
         if kind in ("playbook_on_task_start", "playbook_on_handler_task_start"):
             handler = kind == "playbook_on_handler_task_start"
         elif kind == "playbook_on_play_start":
-            out.append({"event": "play_start", "play_id": str(data.get("play_uuid") or ""),
-                        "play": data.get("play") or "", "selected": [], "batch": []})
-        elif kind in _RUNNER_RESULTS and data.get("host"):
+            # The play that publishes the verdicts is no play of the check (as for the callback).
+            publishing = (data.get("play") or data.get("name")) == PUBLISH_PLAY
+            if not publishing:
+                out.append({"event": "play_start", "play_id": str(data.get("play_uuid") or ""),
+                            "play": data.get("play") or "", "selected": [], "batch": []})
+        elif kind in _RUNNER_RESULTS and data.get("host") and not publishing:
+            seen.add(data["host"])
             res = data.get("res") or {}
             out.append({"event": "result", "kind": _RUNNER_RESULTS[kind], "host": data["host"],
                         "task": data.get("task") or "", "role": data.get("role") or None,
@@ -641,8 +647,10 @@ def _collector_events(events) -> list:
                         "loop": isinstance(res.get("results"), list),
                         "res": slim_result(res)})
         elif kind == "playbook_on_stats":
-            out.append({"event": "stats", **{key: dict(data.get(key) or {})
-                                             for key in ("processed", "failures", "dark")}})
+            failures, dark = dict(data.get("failures") or {}), dict(data.get("dark") or {})
+            processed = {name: count for name, count in (data.get("processed") or {}).items()
+                         if name in seen or name in failures or name in dark}
+            out.append({"event": "stats", "processed": processed, "failures": failures, "dark": dark})
     return out
 
 
@@ -656,10 +664,12 @@ def job_of_events(events) -> dict | None:
     stats = [e for e in events if isinstance(e, dict) and e.get("event") == "playbook_on_stats"]
     if not stats:
         return None
-    data = stats[-1].get("event_data") or {}
-    return {"artifacts": dict(data.get("artifact_data") or {}),
-            "recap": {key: dict(data.get(key) or {}) for key in ("processed", "failures", "dark")},
-            "told": replay(_collector_events(events))["hosts"]}
+    told = _collector_events(events)
+    # The recap as the callback reads it: without a host only the publishing play touched.
+    recap = next(e for e in reversed(told) if e["event"] == "stats")
+    return {"artifacts": dict((stats[-1].get("event_data") or {}).get("artifact_data") or {}),
+            "recap": {key: recap[key] for key in ("processed", "failures", "dark")},
+            "told": replay(told)["hosts"]}
 
 
 def merge(jobs: dict) -> dict:

@@ -14,6 +14,7 @@ import json
 import sys
 
 import pytest
+import yaml
 
 from conftest import ROOT
 
@@ -639,3 +640,26 @@ def test_cli_merges_without_running_anything_else(capsys):
         drift_report.main(["--merge", "a", "-i", "hosts", "-l", "x", "--save-events", "e.jsonl"])
     assert exc.value.code == drift.EXIT_USAGE
     assert "drift-report: error: --merge runs no playbook: -i, -l, --save-events cannot go with it\n" in capsys.readouterr().err
+
+
+def test_the_merge_leaves_out_a_host_only_the_publishing_play_touched():
+    events = [
+        _runner_event(1, "playbook_on_play_start", play="one", play_uuid="u1"),
+        _runner_event(2, "runner_on_failed", host="x", task="Check x", resolved_action="ansible.builtin.fail",
+                      task_path="p.yml:3", res={"msg": "x is broken"}),
+        _runner_event(3, "playbook_on_play_start", play=drift.PUBLISH_PLAY, play_uuid="u2"),
+        _runner_event(4, "runner_on_ok", host="router", task="Publish each host's drift verdict",
+                      resolved_action="ansible.builtin.set_stats", res={"changed": False}),
+        _runner_event(5, "playbook_on_stats", processed={"x": 1, "router": 1}, failures={"x": 1}, dark={}),
+    ]
+    job = drift.job_of_events(events)
+    assert job["recap"] == {"processed": {"x": 1}, "failures": {"x": 1}, "dark": {}}
+    merged = drift.merge({"job": job})
+    assert list(merged["hosts"]) == ["x"]
+    assert [(f["label"], f["reason"]) for f in merged["hosts"]["x"]["failures"]] == [("Check x", "x is broken")]
+
+
+def test_the_publishing_play_is_the_one_the_merge_and_the_callback_leave_out():
+    play = yaml.safe_load((ROOT / "playbooks" / "publish.yml").read_text(encoding="utf-8"))[0]
+    assert play["name"] == drift.PUBLISH_PLAY
+    assert play["vars"] == {drift.PUBLISH_VAR: True}
