@@ -328,15 +328,17 @@ def test_preflight_refuses_an_unknown_policy_and_says_nothing_of_pcie(tmp_path):
 STOP_TASK = "Stop a converge when a node failed the preflight"
 
 
-def preflight_of_two(tmp_path, check):
-    """playbooks/preflight.yml on two local hosts, `good` and `bad` (a PCIe policy it does not
-    know); (rc, {task name: {host: result}})."""
+def preflight_of_two(tmp_path, check, bad=True, extra_vars=None):
+    """playbooks/preflight.yml on two local hosts, `good` and `bad` (where BAD, a PCIe policy it
+    does not know); (rc, {task name: {host: result}})."""
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(json.dumps({"all": {
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3",
                  "sglang_preflight_require_gpu": False, "sglang_preflight_nvidia_smi": "/usr/bin/false"},
-        "hosts": {"bad": {"sglang_preflight_pcie_policy": "sometimes"}, "good": {}}}}), encoding="utf-8")
-    argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), "playbooks/preflight.yml"] + (["--check"] if check else [])
+        "hosts": {"bad": {"sglang_preflight_pcie_policy": "sometimes"} if bad else {}, "good": {}}}}), encoding="utf-8")
+    (tmp_path / "extra.json").write_text(json.dumps(extra_vars or {}), encoding="utf-8")
+    argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), "-e", f"@{tmp_path / 'extra.json'}",
+            "playbooks/preflight.yml"] + (["--check"] if check else [])
     proc = subprocess.run(argv, env=ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
                           capture_output=True, text=True, check=False, cwd=samples.FIXTURES.parents[2])
     report, dummy = json.JSONDecoder().raw_decode(proc.stdout)
@@ -360,3 +362,24 @@ def test_a_node_refused_by_the_preflight_of_a_check_stops_no_other(tmp_path):
     assert tasks[PCIE_TASK_FAIL]["bad"]["failed"] is True
     assert tasks[STOP_TASK]["good"]["skipped"] is True
     assert tasks[STOP_TASK]["good"]["false_condition"] == "not ansible_check_mode"
+
+
+# AWX's meta variables of one slice of a sliced job template (docs/awx.md).
+AWX_SLICE = {"awx_job_launch_type": "workflow", "awx_workflow_job_name": "SGLang rollout",
+             "awx_job_template_name": "SGLang rollout"}
+
+
+def test_a_sliced_converge_is_refused_before_any_node_is_read_unless_the_site_allows_it(tmp_path):
+    rc, tasks = preflight_of_two(tmp_path, check=False, bad=False, extra_vars=AWX_SLICE)
+    assert rc == 2
+    refusal = tasks["Refuse a sliced converge before any node changes"]
+    assert list(refusal) == ["bad"]  # run once, for the play
+    assert refusal["bad"]["msg"].startswith("preflight: this converge is one slice of a sliced AWX job:")
+    assert "Read the node's GPUs, driver and topology" not in tasks
+    # Allowed, with the count stated: the nodes are checked, and the rollout goes on.
+    allowed = dict(AWX_SLICE, sglang_rollout_allow_sliced=True, sglang_rollout_slice_count=2, sglang_rollout_serial=4)
+    rc, tasks = preflight_of_two(tmp_path, check=False, bad=False, extra_vars=allowed)
+    assert rc == 0
+    assert tasks["Refuse a sliced converge before any node changes"]["bad"]["skipped"] is True
+    assert sorted(tasks["Read the node's GPUs, driver and topology"]) == ["bad", "good"]
+    assert all(not r.get("failed") for r in tasks["Read the node's GPUs, driver and topology"].values())
