@@ -102,10 +102,6 @@ def run_check(playbook: Path, inventories: list, limit: str | None, extra_vars: 
     return report, output
 
 
-def _json_files(directory: Path) -> list:
-    return sorted(directory.glob("*.json"), key=lambda path: (len(path.name), path.name))
-
-
 def load_jobs(sources: list) -> dict:
     """Each source's job, for drift.merge: where it came from to its verdicts and recap.
 
@@ -129,12 +125,12 @@ def load_jobs(sources: list) -> dict:
             if len(runs) > 1:
                 raise drift.MergeError(f"{source}: holds {len(runs)} runs under artifacts/; name the artifact "
                                        "directory (artifacts/<ident>) of each run to merge")
-            for run in runs:
-                try:
-                    events = [json.loads(f.read_text(encoding="utf-8")) for f in _json_files(run / "job_events")]
-                except ValueError as exc:
-                    raise drift.MergeError(f"{run}: an event that is not JSON ({exc})") from exc
-                jobs[str(run)] = drift.job_of_events(events)
+            # drift.job_of_events puts the events in their order (their counter).
+            try:
+                events = [json.loads(f.read_text(encoding="utf-8")) for f in (runs[0] / "job_events").glob("*.json")]
+            except ValueError as exc:
+                raise drift.MergeError(f"{runs[0]}: an event that is not JSON ({exc})") from exc
+            jobs[str(runs[0])] = drift.job_of_events(events)
             continue
         if not path.is_file():
             raise drift.MergeError(f"{source}: no such file or directory")

@@ -661,7 +661,7 @@ def job_of_events(events) -> dict | None:
     the verdicts told from the task results stand in for a host the job published none for.
     ``None`` where the job has no recap (it stopped before it)."""
     events = sorted((e for e in events if isinstance(e, dict)), key=lambda e: e.get("counter") or 0)
-    stats = [e for e in events if isinstance(e, dict) and e.get("event") == "playbook_on_stats"]
+    stats = [e for e in events if e.get("event") == "playbook_on_stats"]
     if not stats:
         return None
     told = _collector_events(events)
