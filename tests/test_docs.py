@@ -260,7 +260,7 @@ def test_release_lists_new_modules_plugins_roles_and_playbook(tmp_path):
     assert sorted(m["name"] for m in release["modules"]) == sorted(p.stem for p in PLUGINS if p.parent.name == "modules")
     assert [p["name"] for p in release["plugins"]["callback"]] == ["drift_report"]
     assert [p["name"] for p in release["plugins"]["filter"]] == [
-        "cuda13_plan", "cuda13_repository", "engine_sandbox", "mask_urls", "pcie_findings", "release_name",
+        "cuda13_plan", "cuda13_repository", "engine_sandbox", "mask_urls", "nccl_overrides", "pcie_findings", "release_name",
         "releases_to_prune", "removal_paths", "requirement_hashes", "secret_line", "sglang_install_plan", "sglang_model_rows",
         "sglang_prometheus_targets", "sglang_router_release", "sglang_router_views", "sglang_router_worker_url",
         "sglang_router_worker_view", "sglang_service_plan", "sglang_service_release", "sglang_service_state",

@@ -15,7 +15,7 @@ author:
   - blackwell.sglang maintainers (@blackwell-sglang)
 description:
   - Returns the version alone for the plain request (C(sglang==<version>) without extras, extra
-    packages, constraints or a lock), so a node installed that way keeps its release directory.
+    packages, constraints, a lock or overrides), so a node installed that way keeps its release directory.
   - Any other request names C(<version>-<digest>), the first 10 hex digits of the sha256 of the
     request. A changed request for an installed version is therefore installed into a directory
     of its own beside the running release and switched to behind the health gate, never
@@ -47,6 +47,13 @@ options:
     description: C(sglang_install_requirements_lock); empty when none.
     type: str
     required: true
+  overrides:
+    description:
+      - The installer's overrides (the lines of the filter C(blackwell.sglang.nccl_overrides)).
+        An empty list names the release as a request without overrides.
+    type: list
+    elements: str
+    default: []
 """
 
 EXAMPLES = r"""
@@ -65,8 +72,9 @@ _value:
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.releases import release_name as _release_name
 
 
-def release_name(version, extras, extra_packages, constraints, lock):
-    return _release_name(str(version), list(extras or []), list(extra_packages or []), list(constraints or []), str(lock or ""))
+def release_name(version, extras, extra_packages, constraints, lock, overrides=None):
+    return _release_name(str(version), list(extras or []), list(extra_packages or []), list(constraints or []), str(lock or ""),
+                         list(overrides or []))
 
 
 class FilterModule(object):

@@ -250,8 +250,9 @@ def version_finding(version, capability_majors):
         return None
     return ("NCCL %s, which the release's torch loads, is older than 2.31.2, and NCCL before 2.31.2 fails collectives "
             "of 512 KiB and more on compute capability 12 GPUs with an illegal memory access (NVIDIA/nccl#2418); "
-            "torch pins its nvidia-nccl-cu13 exactly, so the remedy is a torch build that ships NCCL 2.31.2 or newer, "
-            "pinned in the release through sglang_install_extra_packages or the lock" % version)
+            "torch pins its nvidia-nccl-cu13 exactly, so the remedy is sglang_install's NCCL floor "
+            "(sglang_install_nccl_floor_policy: with the uv installer it lifts that pin to 2.31.2 or newer in a new "
+            "release)" % version)
 
 
 def note(report):

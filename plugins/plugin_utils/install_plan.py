@@ -24,7 +24,7 @@ import re
 from ansible_collections.blackwell.sglang.plugins.module_utils.dist_record import describe as record_off
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import managed
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.releases import to_prune
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.requirements import pinned_hashes
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.requirements import pinned_hashes, pinned_version, release_key
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import truthy
 
 # In a check, a row whose directory is still to be made has nowhere to be compared: the step
@@ -39,6 +39,24 @@ _SAFE_MODE = re.compile(r"^[0-7][0-7][0145][0145]$")
 # Written into the release's venv before its installer runs, removed once the install finished:
 # a release that still has it was left by an install that did not finish (killed, rebooted).
 PENDING = "blackwell-install-pending"
+
+
+# The compute capability major whose GPUs need the NCCL floor: NCCL before 2.31.2 hits an illegal
+# memory access there at all-reduce sizes of 512 KiB and above (NVIDIA/nccl#2418).
+NCCL_FLOOR_MAJOR = 12
+
+
+def nccl_overrides(policy, floor, package, no_deps, capability_majors):
+    """The override lines that lift torch's exact NCCL pin to at least FLOOR: on a node whose
+    GPUs include compute capability 12 (POLICY ``auto``), on every node (``always``) or on none
+    (``never``). None where the install takes no dependencies (NO_DEPS): the request is then
+    installed as listed, and torch's pin is not resolved."""
+    wanted = {"always": True, "never": False}.get(str(policy))
+    if wanted is None:
+        wanted = NCCL_FLOOR_MAJOR in [int(major) for major in capability_majors or [] if str(major).isdigit()]
+    if not wanted or truthy(no_deps):
+        return []
+    return ["%s>=%s" % (package, floor)]
 
 
 def pending_file(inputs):
@@ -87,6 +105,7 @@ def problems(probe, inputs):
                      "unchecked (it runs as root at every install): set sglang_install_uv_sha256 to its wheels' sha256, "
                      "or pin uv==%s with its hashes in sglang_install_requirements_lock"
                      % (inputs["uv_version"], inputs["uv_version"]))
+    found += _nccl_problems(inputs)
     in_use = _in_use(probe.get("releases") or [])
     if keep == "1" and in_use:
         found.append("sglang_install_keep_releases must be at least 2 while a service uses these releases (%s): a "
@@ -114,6 +133,26 @@ def problems(probe, inputs):
     return found
 
 
+def _nccl_problems(inputs):
+    """Where the NCCL floor applies: pip has no overrides, and a lock pins NCCL itself."""
+    if not inputs.get("overrides"):
+        return []
+    floor, package = str(inputs["nccl_floor"]), inputs["nccl_package"]
+    if inputs["installer"] != "uv":
+        return ["sglang_install_installer pip cannot lift torch's exact pin of %s to sglang_install_nccl_floor %s (pip "
+                "has no overrides; NCCL before 2.31.2 fails all-reduces on compute capability 12, NVIDIA/nccl#2418; a pip "
+                "install resolves torch's pin whatever the request or a lock says): use the uv installer, or set "
+                "sglang_install_nccl_floor_policy to never" % (package, floor)]
+    lock = str(inputs["requirements_lock"] or "")
+    pinned = pinned_version(lock, package)
+    if lock and (not pinned or release_key(pinned) < release_key(floor)):
+        found = "pins %s==%s, below sglang_install_nccl_floor %s" % (package, pinned, floor) if pinned else \
+            "does not pin %s, which sglang_install_nccl_floor %s needs at or above it" % (package, floor)
+        return ["sglang_install_requirements_lock %s: compile the lock with the override %s>=%s (uv pip compile "
+                "--override) and its hashes, or set sglang_install_nccl_floor_policy to never" % (found, package, floor)]
+    return []
+
+
 def _install_argv(inputs, reinstall=""):
     """The installer's command line; REINSTALL ``all`` installs every package of the request
     again (an install that did not finish), ``sglang`` SGLang's own files (they differ from its
@@ -127,6 +166,8 @@ def _install_argv(inputs, reinstall=""):
     if inputs["installer"] == "uv":
         head = [inputs["uv_bin"], "--config-file", inputs["sources_file"]["uv"], "pip", "install", "--python", python]
         head += ["--compile-bytecode"] if compile_bytecode else []
+        # torch pins NCCL exactly; the override lifts that pin to the floor (nccl_overrides).
+        head += ["--override", inputs["overrides_file"]] if inputs.get("overrides") else []
         head += {"all": ["--reinstall"], "sglang": ["--reinstall-package", "sglang"]}.get(reinstall, [])
     else:
         head = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]

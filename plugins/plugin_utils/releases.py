@@ -29,18 +29,21 @@ def to_prune(found, keep, installed, active):
     return [r["path"] for r in others[room:] if r["name"] not in spared]
 
 
-def release_name(version, extras, extra_packages, constraints, lock):
+def release_name(version, extras, extra_packages, constraints, lock, overrides=None):
     """The directory name of a release: VERSION for the plain request (``sglang==VERSION``, no
     extras, extra packages, constraints or lock), else VERSION plus the first 10 hex digits of
     the sha256 of the request, taken as the request files are written (the lists in their order,
-    the lock without its surrounding whitespace): whatever rewrites those files names another
-    directory, so a changed request is installed beside the running release, never inside it."""
+    the lock without its surrounding whitespace; OVERRIDES, the installer's overrides, only
+    where there are any): whatever rewrites those files names another directory, so a changed
+    request is installed beside the running release, never inside it."""
     request = {
         "extras": [str(item) for item in extras or []],
         "extra_packages": [str(item) for item in extra_packages or []],
         "constraints": [str(item) for item in constraints or []],
         "lock": str(lock or "").strip(),
     }
+    if overrides:
+        request["overrides"] = [str(item) for item in overrides]
     if not any(request.values()):
         return str(version)
     digest = hashlib.sha256(json.dumps(request, sort_keys=True).encode("utf-8")).hexdigest()

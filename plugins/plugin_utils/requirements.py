@@ -38,3 +38,20 @@ def pinned_hashes(text: str, name: str, version: str) -> list[str]:
         if match and _canonical(match.group(1)) == _canonical(name) and match.group(2) == version:
             return [digest.lower() for digest in _HASH.findall(line)]
     return []
+
+
+def pinned_version(text: str, name: str) -> str:
+    """The release TEXT pins NAME to (``NAME==VERSION``, names compared as pip does), or ''."""
+    for line in logical_lines(text or ""):
+        match = _PIN.match(line)
+        if match and _canonical(match.group(1)) == _canonical(name):
+            return match.group(2)
+    return ""
+
+
+def release_key(version: str) -> tuple:
+    """A release's numbers for comparison (``2.31.2`` > ``2.30.7``); a local part and anything
+    after the numbers are left out, and a missing number counts as 0."""
+    numbers = re.match(r"[0-9]+(\.[0-9]+)*", str(version or "").strip())
+    parts = [int(part) for part in numbers.group(0).split(".")] if numbers else []
+    return tuple(parts + [0] * (4 - len(parts)))

@@ -198,6 +198,10 @@ TABLE = {
     "sglang_install_compile_bytecode": "bool",
     "sglang_install_torch_cuda_policy": "choice:warn|fail|ignore",
     "sglang_install_torch_cuda_major": "int:11:20",
+    "sglang_install_nccl_floor_policy": "choice:auto|always|never",
+    "sglang_install_nccl_floor": "match:release",
+    "sglang_install_nccl_package": "match:package",
+    "sglang_install_gpu_facts_gather": "bool",
     # cuda13: the deb822 sources file, profile.d, ld.so.conf.d, the driver.
     "cuda13_version": "match:cuda13",
     "cuda13_repo_base_url": "url:apt",
@@ -307,6 +311,7 @@ PATTERNS = {
     "fingerprint": (r"( *[0-9A-Fa-f]){40} *|( *[0-9A-Fa-f]){64} *",
                     "an OpenPGP fingerprint (40 or 64 hexadecimal characters)"),
     "sha256": (r"[0-9A-Fa-f]{64}", "a sha256 digest (64 hexadecimal characters)"),
+    "package": (r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", "a Python package name such as nvidia-nccl-cu13"),
     "limit": (r"[0-9]{1,19}[KMGTPE]?|infinity", "a size in bytes (a K, M, G, T, P or E suffix allowed) or infinity"),
 }
 

@@ -13,6 +13,7 @@ import base64
 import copy
 import hashlib
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 import yaml
 
 from ansible_collections.blackwell.sglang.plugins.modules.sglang_venv_info import venv_info
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import PENDING, plan, problems
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import PENDING, nccl_overrides, plan, problems
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import settings as settings_table
 import role_vars
 from conftest import ROOT
@@ -32,7 +33,8 @@ VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
 VERSION = DEFAULTS["sglang_install_version"]
 UV = DEFAULTS["sglang_install_uv_version"]
 CONTENTS = {"requirements.txt.j2": f"sglang=={VERSION}\n", "constraints.txt.j2": "# none\n",
-            "sources.toml.j2": "[pip]\n", "sources.conf.j2": "[global]\n", "uv-sources.conf.j2": "[global]\n"}
+            "sources.toml.j2": "[pip]\n", "sources.conf.j2": "[global]\n", "uv-sources.conf.j2": "[global]\n",
+            "overrides.txt.j2": "nvidia-nccl-cu13>=2.31.2\n"}
 TORCH_13 = "__version__ = '2.9.1+cu130'\ncuda: Optional[str] = '13.0'\n"
 TORCH_CPU = "__version__ = '2.9.1+cpu'\ncuda: Optional[str] = None\n"
 ACCOUNT = {"name": "sglang", "exists": True, "group": "sglang", "home": "", "shell": "/usr/sbin/nologin"}
@@ -47,17 +49,19 @@ def _render(value, context):
     return value
 
 
-def settings(root: Path, **changes) -> dict:
-    """The role's defaults with every path under root, and changes."""
+def settings(root: Path, capability_majors=(), **changes) -> dict:
+    """The role's defaults with every path under root, and changes, on a node whose GPUs have
+    CAPABILITY_MAJORS."""
     values = dict(DEFAULTS, sglang_install_user_home=f"{root}/var/lib/sglang",
                   sglang_install_releases_dir=f"{root}/opt/sglang/releases",
                   sglang_install_venv=f"{root}/opt/sglang/current", sglang_install_uv_venv=f"{root}/opt/sglang/uv")
     values.update({f"sglang_install_{key}": value for key, value in changes.items()})
-    release = f"{values['sglang_install_releases_dir']}/{values['sglang_install_version']}"
-    values["__sglang_install_release_dir"] = release
+    values["ansible_facts"] = {"gpu": {"capability_majors": list(capability_majors)}}
+    values["__sglang_install_overrides"] = role_vars.render("sglang_install", "__sglang_install_overrides", values)
+    values["__sglang_install_release_dir"] = role_vars.render("sglang_install", "__sglang_install_release_dir", values)
     values["__sglang_install_uv_known_sha256"] = VARS["__sglang_install_uv_known_sha256"]
     for name in ("__sglang_install_uv_bin", "__sglang_install_constraints_file", "__sglang_install_requirements_file",
-                 "__sglang_install_sources_file", "__sglang_install_uv_sources_file"):
+                 "__sglang_install_sources_file", "__sglang_install_uv_sources_file", "__sglang_install_overrides_file"):
         values[name] = _render(VARS[name], values)
     return values
 
@@ -122,7 +126,7 @@ def converge(values: dict, torch: str = TORCH_13, version: str = VERSION) -> Non
     for row in table(values):
         if row.get("installer", values["sglang_install_installer"]) != values["sglang_install_installer"]:
             continue
-        if row.get("state") == "venv":
+        if row.get("state") == "venv" or row.get("enabled", True) is False:
             # The venv the layout above made (uv's): the table does not write it.
             continue
         path = Path(row["path"])
@@ -201,12 +205,17 @@ def test_a_fresh_node_gets_every_step(tmp_path):
     assert [row["phase"] for row in got["files"]] == ["account", "venv"]
 
 
-def test_every_row_drifted_alone_is_its_own_step(uv_node):
-    """Generated from the role's table: each row put off on a converged node gives exactly one
-    file step naming its path (a request file also reinstalls), in a run and in a check."""
-    for row in table(uv_node):
-        if row.get("installer", "uv") != "uv" or row.get("state") == "venv":
-            continue
+@pytest.mark.parametrize("capability_majors", [[9], [12]])
+def test_every_row_drifted_alone_is_its_own_step(tmp_path, capability_majors):
+    """Generated from the role's table: each row in force put off on a converged node gives
+    exactly one file step naming its path (a request file also reinstalls), in a run and in a
+    check; on compute capability 12 the overrides file is one of them."""
+    uv_node = settings(tmp_path, capability_majors)
+    converge(uv_node)
+    in_force = [row for row in table(uv_node) if row.get("installer", "uv") == "uv" and row.get("state") != "venv"
+                and row.get("enabled", True) is not False]
+    assert (uv_node["__sglang_install_overrides_file"] in [row["path"] for row in in_force]) == (12 in capability_majors)
+    for row in in_force:
         probe = read(uv_node)
         found = probe["paths"][row["path"]]
         if row.get("state") == "link":
@@ -228,17 +237,20 @@ def test_every_row_drifted_alone_is_its_own_step(uv_node):
             assert all("content" not in f for f in got["files"])
 
 
-def test_request_files_are_root_only_and_an_older_mode_is_set_right_without_a_reinstall(uv_node):
-    """The request may hold a URL with credentials (a requirement's, a lock's --index-url): both
-    request files are 0600. A release an older collection wrote them 0644 for is not installed
-    again for that: only their mode changes."""
+def test_request_files_are_root_only_and_an_older_mode_is_set_right_without_a_reinstall(tmp_path):
+    """The request may hold a URL with credentials (a requirement's, a lock's --index-url): every
+    request file is 0600, the overrides too. A release an older collection wrote them 0644 for is
+    not installed again for that: only their mode changes."""
+    uv_node = settings(tmp_path, [12])
+    converge(uv_node)
     requests = [row for row in table(uv_node) if row.get("phase") == "request"]
-    assert [row["mode"] for row in requests] == ["0600", "0600"]
+    assert [(Path(row["path"]).name, row["mode"]) for row in requests] == [
+        ("blackwell-requirements.txt", "0600"), ("blackwell-constraints.txt", "0600"), ("blackwell-overrides.txt", "0600")]
     probe = read(uv_node)
     for row in requests:
         probe["paths"][row["path"]]["mode"] = "0644"
     got = planned(uv_node, probe)
-    assert names(got) == ["file", "file"]
+    assert names(got) == ["file", "file", "file"]
     assert [f["reason"] for f in got["files"]] == [f"{row['path']}: mode 0644, not 0600" for row in requests]
 
 
@@ -475,3 +487,76 @@ def test_a_replaced_uv_binary_installs_uv_again(uv_node):
         assert bool(got["uv"]["creates"]) == check
     uv_bin.unlink()
     assert planned(uv_node, read(uv_node))["step"]["uv"].endswith("1 file missing (../../../bin/uv); uv is installed again")
+
+
+@pytest.mark.parametrize("policy,majors,no_deps,want", [
+    ("auto", [12], False, ["nvidia-nccl-cu13>=2.31.2"]),
+    ("auto", [9, 12], False, ["nvidia-nccl-cu13>=2.31.2"]),
+    ("auto", ["12"], False, ["nvidia-nccl-cu13>=2.31.2"]),
+    ("auto", [9, 10], False, []),
+    ("auto", [], False, []),
+    ("always", [9], False, ["nvidia-nccl-cu13>=2.31.2"]),
+    ("never", [12], False, []),
+    ("auto", [12], True, []),
+    ("always", [12], "yes", []),
+])
+def test_nccls_floor_applies_on_compute_capability_12_or_where_the_site_asks(policy, majors, no_deps, want):
+    assert nccl_overrides(policy, "2.31.2", "nvidia-nccl-cu13", no_deps, majors) == want
+
+
+def test_the_floor_is_an_override_in_the_request_and_the_releases_name(tmp_path):
+    """On compute capability 12 uv installs with the overrides file, which holds the floor; the
+    request differs, so the release is another directory than a capability 9 node's, and another
+    floor is another one again."""
+    sm120 = settings(tmp_path / "sm120", [12])
+    hopper = settings(tmp_path / "hopper", [9])
+    release = sm120["__sglang_install_release_dir"]
+    assert hopper["__sglang_install_release_dir"] == f"{tmp_path}/hopper/opt/sglang/releases/{VERSION}"
+    assert re.fullmatch(re.escape(f"{tmp_path}/sm120/opt/sglang/releases/{VERSION}-") + "[0-9a-f]{10}", release)
+    assert settings(tmp_path / "sm120", [12], nccl_floor="2.32.6")["__sglang_install_release_dir"] != release
+    assert role_vars.render_template("sglang_install", "overrides.txt.j2", dict(sm120, ansible_managed="managed")).splitlines()[-1] == (
+        "nvidia-nccl-cu13>=2.31.2")
+    converge(sm120)
+    got = planned(sm120, read(sm120))
+    assert (got["problems"], got["steps"]) == ([], [])
+    assert got["install"]["argv"][got["install"]["argv"].index("--compile-bytecode") + 1:][:2] == [
+        "--override", f"{release}/blackwell-overrides.txt"]
+    converge(hopper)
+    assert "--override" not in planned(hopper, read(hopper))["install"]["argv"]
+
+
+def test_where_the_floor_applies_pip_and_a_lock_below_it_are_refused(tmp_path):
+    probe = {"python": {"executable": True}}
+    pip = settings(tmp_path, [12], installer="pip")
+    assert problems(probe, inputs(pip)) == [
+        "sglang_install_installer pip cannot lift torch's exact pin of nvidia-nccl-cu13 to sglang_install_nccl_floor "
+        "2.31.2 (pip has no overrides; NCCL before 2.31.2 fails all-reduces on compute capability 12, NVIDIA/nccl#2418; "
+        "a pip install resolves torch's pin whatever the request or a lock says): use the uv installer, or set "
+        "sglang_install_nccl_floor_policy to never"]
+    # The same pip install on capability 9, or without dependencies, or with the floor declined.
+    for values in (settings(tmp_path, [9], installer="pip"), settings(tmp_path, [12], installer="pip", no_deps=True),
+                   settings(tmp_path, [12], installer="pip", nccl_floor_policy="never")):
+        assert problems(probe, inputs(values)) == []
+    lock = f"sglang=={VERSION} --hash=sha256:{'a' * 64}\n"
+    nccl = " --hash=sha256:" + "b" * 64 + "\n"
+    for text, want in ((lock, "does not pin nvidia-nccl-cu13, which sglang_install_nccl_floor 2.31.2 needs at or above it"),
+                       (lock + "nvidia-nccl-cu13==2.30.7" + nccl,
+                        "pins nvidia-nccl-cu13==2.30.7, below sglang_install_nccl_floor 2.31.2"),
+                       (lock + "nvidia_nccl_cu13==2.31.1" + nccl,
+                        "pins nvidia-nccl-cu13==2.31.1, below sglang_install_nccl_floor 2.31.2")):
+        assert problems(probe, inputs(settings(tmp_path, [12], requirements_lock=text))) == [
+            f"sglang_install_requirements_lock {want}: compile the lock with the override nvidia-nccl-cu13>=2.31.2 (uv pip "
+            "compile --override) and its hashes, or set sglang_install_nccl_floor_policy to never"]
+    for pinned in ("2.31.2", "2.32.6", "2.100.0"):
+        text = lock + f"nvidia-nccl-cu13=={pinned}" + nccl
+        assert problems(probe, inputs(settings(tmp_path, [12], requirements_lock=text))) == []
+        assert problems(probe, inputs(settings(tmp_path, [9], requirements_lock=lock))) == []
+
+
+def test_the_floors_settings_are_refused_by_name():
+    assert settings_table.problems({"sglang_install_nccl_floor_policy": "sometimes", "sglang_install_nccl_floor": "2.31",
+                                    "sglang_install_nccl_package": "nvidia-nccl-cu13>=2"}) == [
+        "sglang_install_nccl_floor_policy: must be one of auto, always, never, got 'sometimes'.",
+        "sglang_install_nccl_package: must be a Python package name such as nvidia-nccl-cu13, got 'nvidia-nccl-cu13>=2'."]
+    assert settings_table.problems({"sglang_install_nccl_floor": "newest"}) == [
+        "sglang_install_nccl_floor: must be an exact release such as 0.5.23, got 'newest'."]

@@ -418,7 +418,7 @@ def test_a_check_notes_an_old_nccl_on_compute_capability_12_from_the_nodes_recor
         assert old["notes"]["nccl_smoke"] == ["passed: 297.2 GB/s bus bandwidth over 2 GPUs"]
         [finding] = old["notes"]["nccl_version"]
         assert finding.startswith("NCCL 2.28.9, which the release's torch loads, is older than 2.31.2")
-        assert "(NVIDIA/nccl#2418)" in finding and "a torch build that ships NCCL 2.31.2 or newer" in finding
+        assert "(NVIDIA/nccl#2418)" in finding and "sglang_install's NCCL floor (sglang_install_nccl_floor_policy" in finding
         assert "nccl_version" not in new["notes"]
     finally:
         for name, content in before.items():

@@ -1,0 +1,194 @@
+"""NCCL's floor over torch's exact pin, resolved by the real uv from the role's own request.
+
+SGLang 0.5.23 pins torch==2.14.1, whose wheel pins nvidia-nccl-cu13==2.30.7; NCCL before 2.31.2
+fails all-reduces on compute capability 12 (NVIDIA/nccl#2418). sglang_install's request for a
+capability 12 node carries uv's override of that pin; a capability 9 node's does not.
+
+What is real here: SGLang 0.5.23's wheel (its METADATA is what uv resolves), both NCCL wheels
+from PyPI (2.30.7, torch's pin, and 2.31.2, the floor), uv 0.13.9, the role's request, sources and
+overrides files as Ansible renders its templates, and the installer's command line from the
+role's plan. What is not: torch and SGLang's other dependencies, several GB that no machine here
+could use. Each is a stand-in wheel with no code, named as such in its summary, at a release
+SGLang's METADATA accepts; the stand-in torch declares torch 2.14.1's exact NCCL pin and
+nothing else. The install runs on this machine (no container: nothing runs but uv), into a venv
+of the role's interpreter under a temporary directory.
+"""
+from __future__ import annotations
+
+import email.parser
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import InvalidVersion, Version
+
+import role_vars
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import plan
+from conftest import CACHE
+from sglang_wheels import wheel
+
+pytestmark = pytest.mark.slow
+
+SGLANG = "0.5.23"
+UV = "0.13.9"
+NCCL = "nvidia-nccl-cu13"
+# torch 2.14.1's METADATA, read from its wheel: its one NCCL requirement.
+TORCH_PIN = f"{NCCL}==2.30.7"
+FLOOR = "2.31.2"
+WHEELS = CACHE / "wheels"
+# The node's environment that SGLang's markers are judged in: the lab's python3.11 on x86_64 Linux.
+MARKER_ENV = {"python_version": "3.11", "python_full_version": "3.11.2", "sys_platform": "linux",
+              "platform_machine": "x86_64", "platform_system": "Linux", "os_name": "posix",
+              "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
+
+
+def cached(spec: str) -> Path:
+    """The wheel of SPEC (name==version) from PyPI for Linux x86_64, downloaded once."""
+    name, version = spec.split("==")
+    WHEELS.mkdir(parents=True, exist_ok=True)
+    with open(WHEELS / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = sorted(WHEELS.glob(f"{name.replace('-', '_')}-{version}-*.whl"))
+        if not found:
+            subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
+                 "--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
+                 "--platform", "manylinux_2_18_x86_64", "--platform", "manylinux_2_17_x86_64", "--platform", "any",
+                 "--dest", str(WHEELS), spec], check=True, capture_output=True, text=True)
+            found = sorted(WHEELS.glob(f"{name.replace('-', '_')}-{version}-*.whl"))
+        assert len(found) == 1, found
+        return found[0]
+
+
+def stand_in(dest: Path, name: str, version: str, requires: tuple = ()) -> None:
+    """A wheel of NAME==VERSION that holds no code, only its metadata, saying what it is."""
+    dist = f"{name.replace('-', '_')}-{version}"
+    info = f"{dist}.dist-info"
+    metadata = (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                f"Summary: Stand-in of {name} for blackwell.sglang's tests, no code\n"
+                + "".join(f"Requires-Dist: {line}\n" for line in requires))
+    files = {f"{info}/METADATA": metadata,
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: blackwell.sglang tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(dest / f"{dist}-py3-none-any.whl", "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+
+
+def release_for(requirement: Requirement) -> str:
+    """A release the requirement accepts: its pin, else its lower bound, else 1.0."""
+    bounds = [spec.version for spec in requirement.specifier if spec.operator in ("==", ">=", "~=")]
+    for candidate in bounds + ["1.0", "0.1"]:
+        try:
+            if requirement.specifier.contains(Version(candidate), prereleases=True):
+                return candidate
+        except InvalidVersion:
+            continue
+    raise AssertionError(f"no stand-in release for {requirement}")
+
+
+def stand_ins_for_sglang(dest: Path) -> list[str]:
+    """One stand-in per dependency SGLang's METADATA declares for the node (torch with its NCCL
+    pin); returns their names."""
+    with zipfile.ZipFile(wheel(SGLANG)) as archive:
+        metadata = archive.read(f"sglang-{SGLANG}.dist-info/METADATA").decode()
+    names = []
+    for line in email.parser.Parser().parsestr(metadata).get_all("Requires-Dist") or []:
+        requirement = Requirement(line)
+        if requirement.marker and not requirement.marker.evaluate(MARKER_ENV):
+            continue
+        stand_in(dest, requirement.name, release_for(requirement), (TORCH_PIN,) if requirement.name == "torch" else ())
+        names.append(requirement.name)
+    return names
+
+
+@pytest.fixture(scope="module", name="sources")
+def fixture_sources(tmp_path_factory):
+    """The find-links directory (real SGLang, both real NCCL wheels, the stand-ins) and uv."""
+    root = tmp_path_factory.mktemp("nccl-floor")
+    links = root / "wheels"
+    links.mkdir()
+    for path in (wheel(SGLANG), cached(TORCH_PIN), cached(f"{NCCL}=={FLOOR}")):
+        if path.stat().st_dev == links.stat().st_dev:
+            os.link(path, links / path.name)
+        else:
+            shutil.copy(path, links)
+    names = stand_ins_for_sglang(links)
+    assert "torch" in names and len(names) > 40, names
+    uv_bin = root / "uv" / "bin" / "uv"
+    uv_bin.parent.mkdir(parents=True)
+    with zipfile.ZipFile(cached(f"uv=={UV}")) as archive:
+        uv_bin.write_bytes(archive.read(f"uv-{UV}.data/scripts/uv"))
+    uv_bin.chmod(0o755)
+    return root
+
+
+def install(sources: Path, root: Path, capability_majors: list) -> Path:
+    """sglang_install's request for a node with these GPUs, written as the role writes it, and its
+    installer's command line from the role's plan, run with the real uv from SOURCES. Returns the
+    release."""
+    settings = {
+        "sglang_install_releases_dir": f"{root}/releases", "sglang_install_venv": f"{root}/current",
+        "sglang_install_uv_venv": f"{sources}/uv", "sglang_install_user_home": f"{root}/home",
+        "sglang_install_find_links": [f"{sources}/wheels"], "sglang_install_no_index": True,
+        "sglang_install_compile_bytecode": False, "ansible_managed": "Managed by blackwell.sglang.sglang_install",
+        "ansible_facts": {"gpu": {"capability_majors": capability_majors}},
+    }
+    inputs = role_vars.render("sglang_install", "__sglang_install_inputs", settings)
+    rows = role_vars.render("sglang_install", "__sglang_install_files", settings)
+    # The files the install reads: the request and uv's sources (uv's own sources are pip's).
+    rows = [row for row in rows if row.get("installer", "uv") == "uv" and row.get("phase") != "uv"]
+    templates = sorted({row["template"] for row in rows if "template" in row})
+    contents = {name: role_vars.render_template("sglang_install", name, settings) for name in templates}
+    got = plan({"python": {"executable": True}}, inputs, rows, contents)
+    assert got["problems"] == []
+    release = Path(inputs["release_dir"])
+    subprocess.run([inputs["uv_bin"], "venv", "--quiet", "--python", inputs["python"], str(release)], check=True,
+                   env=dict(os.environ, UV_PYTHON_DOWNLOADS="never"))
+    for row in got["files"]:
+        if row.get("phase") in ("request", "sources"):
+            Path(row["path"]).write_text(contents[row["template"]])
+    done = subprocess.run(got["install"]["argv"], capture_output=True, text=True, check=False,
+                          env=dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_CACHE_DIR=str(root / "uv-cache")))
+    assert done.returncode == 0, done.stderr
+    return release
+
+
+def installed(release: Path, name: str) -> tuple[str, str]:
+    """The release of NAME in the venv, from its dist-info, and its METADATA's summary."""
+    infos = list(release.glob(f"lib/python3*/site-packages/{name.replace('-', '_')}-*.dist-info"))
+    assert len(infos) == 1, infos
+    metadata = email.parser.Parser().parsestr((infos[0] / "METADATA").read_text())
+    return metadata["Version"], metadata["Summary"] or ""
+
+
+def requires(release: Path, name: str) -> list[str]:
+    infos = list(release.glob(f"lib/python3*/site-packages/{name}-*.dist-info"))
+    return email.parser.Parser().parsestr((infos[0] / "METADATA").read_text()).get_all("Requires-Dist") or []
+
+
+def test_capability_12_gets_nccl_at_the_floor_over_torchs_pin(sources, tmp_path):
+    release = install(sources, tmp_path, [12])
+    assert release.name.startswith(f"{SGLANG}-") and len(release.name) == len(SGLANG) + 11
+    assert (release / "blackwell-overrides.txt").read_text().splitlines()[-1] == f"{NCCL}>={FLOOR}"
+    assert installed(release, NCCL)[0] == FLOOR
+    # Real SGLang, which pins torch 2.14.1; the stand-in torch pins NCCL 2.30.7 as the real one does.
+    version, summary = installed(release, "sglang")
+    assert version == SGLANG and not summary.startswith("Stand-in")
+    assert "torch==2.14.1" in requires(release, "sglang")
+    assert installed(release, "torch") == ("2.14.1", "Stand-in of torch for blackwell.sglang's tests, no code")
+    assert requires(release, "torch") == [TORCH_PIN]
+
+
+def test_capability_9_keeps_torchs_pin(sources, tmp_path):
+    release = install(sources, tmp_path, [9])
+    assert release.name == SGLANG
+    assert not (release / "blackwell-overrides.txt").exists()
+    assert installed(release, NCCL)[0] == "2.30.7"
+    assert installed(release, "torch")[0] == "2.14.1"
