@@ -202,6 +202,7 @@ TABLE = {
     "sglang_install_nccl_floor": "match:release",
     "sglang_install_nccl_package": "match:package",
     "sglang_install_gpu_facts_gather": "bool",
+    "sglang_install_nvidia_smi": "path",
     # cuda13: the deb822 sources file, profile.d, ld.so.conf.d, the driver.
     "cuda13_version": "match:cuda13",
     "cuda13_repo_base_url": "url:apt",

@@ -10,8 +10,13 @@ overrides files as Ansible renders its templates, and the installer's command li
 role's plan. What is not: torch and SGLang's other dependencies, several GB that no machine here
 could use. Each is a stand-in wheel with no code, named as such in its summary, at a release
 SGLang's METADATA accepts; the stand-in torch declares torch 2.14.1's exact NCCL pin and
-nothing else. The install runs on this machine (no container: nothing runs but uv), into a venv
-of the role's interpreter under a temporary directory.
+nothing else. The first two tests run the install on this machine (no container: nothing runs but uv), into a
+venv of the role's interpreter under a temporary directory. The lab test then runs the role
+itself, through ansible-playbook over SSH, on two lab nodes (tools/lab/lab.sh, Debian 12's
+python3.11) with those wheels mounted as their only package source: one whose stand-in
+nvidia-smi replays the RTX PRO 6000 recording (compute capability 12), one the H200 recording
+(9). The role reads their GPUs itself, installs with its dependencies, and a second converge
+changes nothing.
 """
 from __future__ import annotations
 
@@ -30,10 +35,14 @@ from packaging.version import InvalidVersion, Version
 
 import role_vars
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import plan
-from conftest import CACHE
+from conftest import CACHE, ROOT, VENV_BIN, in_container, lab_env, recap, running_lab
 from sglang_wheels import wheel
 
 pytestmark = pytest.mark.slow
+PREFIX = "nccl-floor"
+PORT_BASE = "2760"
+# Node 1 replays the RTX PRO 6000 recording (the lab's default), node 2 the H200 one.
+SM120, HOPPER = f"{PREFIX}-01", f"{PREFIX}-02"
 
 SGLANG = "0.5.23"
 UV = "0.13.9"
@@ -114,7 +123,7 @@ def fixture_sources(tmp_path_factory):
     root = tmp_path_factory.mktemp("nccl-floor")
     links = root / "wheels"
     links.mkdir()
-    for path in (wheel(SGLANG), cached(TORCH_PIN), cached(f"{NCCL}=={FLOOR}")):
+    for path in (wheel(SGLANG), cached(TORCH_PIN), cached(f"{NCCL}=={FLOOR}"), cached(f"uv=={UV}")):
         if path.stat().st_dev == links.stat().st_dev:
             os.link(path, links / path.name)
         else:
@@ -192,3 +201,60 @@ def test_capability_9_keeps_torchs_pin(sources, tmp_path):
     assert not (release / "blackwell-overrides.txt").exists()
     assert installed(release, NCCL)[0] == "2.30.7"
     assert installed(release, "torch")[0] == "2.14.1"
+
+
+CONVERGE = """- name: Install SGLang with its dependencies, as a fleet without the lab's no_deps would
+  hosts: all
+  become: true
+  roles:
+    - role: blackwell.sglang.sglang_install
+      sglang_install_version: "%s"
+      sglang_install_no_deps: false
+      sglang_install_find_links: [/srv/nccl-floor]
+      sglang_install_compile_bytecode: false
+""" % SGLANG
+
+
+@pytest.fixture(scope="module", name="lab")
+def fixture_lab(sources, tmp_path_factory):
+    work = tmp_path_factory.mktemp("nccl-floor-lab")
+    (work / "inventory" / "host_vars").mkdir(parents=True)
+    (work / "inventory" / "host_vars" / f"{HOPPER}.yml").write_text("lab_gpu_recording: h200\n")
+    (work / "converge.yml").write_text(CONVERGE)
+    env = lab_env(work, PREFIX, PORT_BASE, 2, LAB_CONVERGE="0", LAB_EXTRA_VOLUMES=f"{sources}/wheels:/srv/nccl-floor:ro")
+    with running_lab(env):
+        yield {"env": env, "work": work}
+
+
+def converge(lab, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(lab["work"] / "inventory"),
+                           str(lab["work"] / "converge.yml"), *args],
+                          cwd=ROOT, env=lab["env"], capture_output=True, text=True, check=False)
+
+
+def node_dist(name: str, release: str, dist: str) -> str:
+    """The METADATA of DIST in the node's release."""
+    return in_container(name, f"cat {release}/lib/python3*/site-packages/{dist}-*.dist-info/METADATA")
+
+
+def test_the_role_installs_the_floor_on_the_sm120_node_and_torchs_pin_on_the_hopper_node(lab):
+    first = converge(lab)
+    assert first.returncode == 0, first.stdout[-8000:] + first.stderr[-3000:]
+    releases = {name: in_container(name, "ls /opt/sglang/releases").split() for name in (SM120, HOPPER)}
+    assert releases[HOPPER] == [SGLANG]
+    assert len(releases[SM120]) == 1 and releases[SM120][0].startswith(f"{SGLANG}-"), releases
+    sm120 = f"/opt/sglang/releases/{releases[SM120][0]}"
+    hopper = f"/opt/sglang/releases/{SGLANG}"
+    assert in_container(SM120, f"tail -n 1 {sm120}/blackwell-overrides.txt").strip() == f"{NCCL}>={FLOOR}"
+    assert in_container(HOPPER, f"ls {hopper}").split().count("blackwell-overrides.txt") == 0
+    for name, release, nccl in ((SM120, sm120, FLOOR), (HOPPER, hopper, "2.30.7")):
+        assert f"\nVersion: {nccl}\n" in node_dist(name, release, "nvidia_nccl_cu13"), name
+        torch = node_dist(name, release, "torch")
+        # The stand-in torch, pinning NCCL as torch 2.14.1 does, under the real SGLang 0.5.23.
+        assert "Summary: Stand-in of torch" in torch and f"Requires-Dist: {TORCH_PIN}\n" in torch, name
+        assert "Requires-Dist: torch==2.14.1\n" in node_dist(name, release, "sglang"), name
+    second = converge(lab)
+    assert second.returncode == 0, second.stdout[-8000:]
+    assert {name: counts["changed"] for name, counts in recap(second.stdout).items()} == {SM120: 0, HOPPER: 0}
+    check = converge(lab, "--check")
+    assert {name: counts["changed"] for name, counts in recap(check.stdout).items()} == {SM120: 0, HOPPER: 0}

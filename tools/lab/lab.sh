@@ -49,6 +49,9 @@ up() {
     step "Filling the SGLang wheelhouse (tools/lab/build-wheelhouse.sh)"
     volumes+=("$(BLACKWELL_PYTHON=$BLACKWELL_VENV/bin/python tools/lab/build-wheelhouse.sh | tail -n 1):/srv/wheelhouse:ro")
   fi
+  # A test's own package sources come after the lab's (LAB_EXTRA_VOLUMES).
+  # shellcheck disable=SC2206 # word splitting of LAB_EXTRA_VOLUMES is the point
+  volumes+=(${LAB_EXTRA_VOLUMES:-})
   export LAB_VOLUMES="${volumes[*]:-}"
 
   if [ "$inventory_dir" != "$root/inventories/lab" ]; then
