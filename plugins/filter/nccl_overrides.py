@@ -19,7 +19,8 @@ description:
     capability 12 GPUs (RTX PRO 6000 Blackwell and kin) at all-reduce sizes of 512 KiB and
     above (NVIDIA/nccl issue 2418, fixed in 2.31.2).
   - Returns the override lines for uv's C(--override) that let the install take NCCL at or above
-    the floor instead, as C(<package>>=<floor>); an empty list where the floor does not apply.
+    the floor instead, as C(<package>>=<floor>) (or a lock's own line for the package); an empty
+    list where the floor does not apply.
   - The policy (the input) C(auto) applies it where the node's GPUs include compute capability
     12, C(always) everywhere, C(never) nowhere. An install without dependencies
     (O(no_deps)) resolves no pin, so nothing applies there.
@@ -47,6 +48,12 @@ options:
     type: list
     elements: int
     required: true
+  lock:
+    description:
+      - C(sglang_install_requirements_lock). Where it pins the package, its line, hashes included,
+        is the override (uv's C(--require-hashes) asks an exact pin with hashes of an override too).
+    type: str
+    default: ""
 """
 
 EXAMPLES = r"""
@@ -66,8 +73,8 @@ _value:
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import nccl_overrides as _nccl_overrides
 
 
-def nccl_overrides(policy, floor, package, no_deps, capability_majors):
-    return _nccl_overrides(str(policy), str(floor), str(package), no_deps, list(capability_majors or []))
+def nccl_overrides(policy, floor, package, no_deps, capability_majors, lock=""):
+    return _nccl_overrides(str(policy), str(floor), str(package), no_deps, list(capability_majors or []), str(lock or ""))
 
 
 class FilterModule(object):

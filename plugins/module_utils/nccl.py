@@ -250,9 +250,10 @@ def version_finding(version, capability_majors):
         return None
     return ("NCCL %s, which the release's torch loads, is older than 2.31.2, and NCCL before 2.31.2 fails collectives "
             "of 512 KiB and more on compute capability 12 GPUs with an illegal memory access (NVIDIA/nccl#2418); "
-            "torch pins its nvidia-nccl-cu13 exactly, so the remedy is sglang_install's NCCL floor "
-            "(sglang_install_nccl_floor_policy: with the uv installer it lifts that pin to 2.31.2 or newer in a new "
-            "release)" % version)
+            "torch pins its nvidia-nccl-cu13 exactly, so the remedy is NCCL 2.31.2 or newer in the release: "
+            "sglang_install's NCCL floor (sglang_install_nccl_floor_policy) lifts that pin with the uv installer, and an "
+            "install without dependencies (sglang_install_no_deps) lists nvidia-nccl-cu13>=2.31.2 in "
+            "sglang_install_extra_packages or the lock" % version)
 
 
 def note(report):

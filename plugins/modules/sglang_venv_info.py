@@ -92,6 +92,15 @@ options:
     type: list
     elements: str
     default: []
+  versions:
+    description:
+      - Distributions in O(venv) whose release alone is reported in RV(versions), from their
+        METADATA, without a check of their files (V(nvidia-nccl-cu13) for the NCCL torch loads,
+        whose library is hundreds of MB). Names are compared as installers write them
+        (C(-) and C(.) as C(_)).
+    type: list
+    elements: str
+    default: []
   rollback_record:
     description:
       - The rollback record of a rollout (M(blackwell.sglang.sglang_rollback)) whose release
@@ -261,6 +270,13 @@ distributions:
   sample: {"sglang_router": {"version": "0.3.2", "off": "sglang_router 0.3.2 in /opt/sglang-router/0.3.2 differs from its
            RECORD: 1 file altered (sglang_router/launch_router.py)", "record": {"checked": 18, "missing": 0, "altered": 1,
            "missing_paths": [], "altered_paths": ["sglang_router/launch_router.py"], "error": ""}}}
+versions:
+  description: >-
+    The release of each distribution named in O(versions), by the name given; empty when the
+    venv holds no single distribution of that name.
+  returned: when O(versions) is set
+  type: dict
+  sample: {"nvidia-nccl-cu13": "2.31.2"}
 uv_venv_exists:
   description: Whether O(uv_venv) holds a C(pyvenv.cfg).
   returned: when O(uv_venv) is set
@@ -398,7 +414,8 @@ def _distribution(venv, site_dirs, name, record):
 
 
 def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None, user=None, group=None, contents=(),
-              server_flags=False, rollback_path=rollback_record.DEFAULT_PATH, record=False, distributions=()):
+              server_flags=False, rollback_path=rollback_record.DEFAULT_PATH, record=False, distributions=(),
+              versions=()):
     """Everything the roles need to know about the venv; reads files only."""
     site_dirs = _site_packages(venv)
     dists = _dist_infos(site_dirs, "sglang")
@@ -424,6 +441,9 @@ def venv_info(venv, python=None, uv_venv=None, paths=(), releases=None, user=Non
                                    if len(dists) == 1 else None)
     if distributions:
         result["distributions"] = dict((name, _distribution(venv, site_dirs, name, record)) for name in distributions)
+    if versions:
+        result["versions"] = dict((name, _distribution(venv, site_dirs, re.sub(r"[-_.]+", "_", name), False)["version"])
+                                  for name in versions)
     if python:
         result["python"] = {"path": python, "exists": os.path.exists(python),
                             "executable": os.path.isfile(python) and os.access(python, os.X_OK)}
@@ -459,6 +479,7 @@ def main():
             rollback_record=dict(type="path", default=rollback_record.DEFAULT_PATH),
             record=dict(type="bool", default=False),
             distributions=dict(type="list", elements="str", default=[]),
+            versions=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -466,7 +487,7 @@ def main():
                      module.params["paths"], module.params["releases"], module.params["user"],
                      module.params["group"], module.params["contents"], module.params["server_flags"],
                      module.params["rollback_record"], module.params["record"],
-                     module.params["distributions"])
+                     module.params["distributions"], module.params["versions"])
     module.exit_json(changed=False, **info)
 
 

@@ -24,7 +24,7 @@ import re
 from ansible_collections.blackwell.sglang.plugins.module_utils.dist_record import describe as record_off
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import managed
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.releases import to_prune
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.requirements import pinned_hashes, pinned_version, release_key
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.requirements import at_least, pinned_hashes, pinned_line, pinned_version
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import truthy
 
 # In a check, a row whose directory is still to be made has nowhere to be compared: the step
@@ -46,17 +46,19 @@ PENDING = "blackwell-install-pending"
 NCCL_FLOOR_MAJOR = 12
 
 
-def nccl_overrides(policy, floor, package, no_deps, capability_majors):
+def nccl_overrides(policy, floor, package, no_deps, capability_majors, lock=""):
     """The override lines that lift torch's exact NCCL pin to at least FLOOR: on a node whose
     GPUs include compute capability 12 (POLICY ``auto``), on every node (``always``) or on none
     (``never``). None where the install takes no dependencies (NO_DEPS): the request is then
-    installed as listed, and torch's pin is not resolved."""
+    installed as listed, and torch's pin is not resolved. With a LOCK the override is the lock's
+    own line for PACKAGE, its hashes with it (uv's --require-hashes asks an exact pin with hashes
+    of an override too); the plan refuses a lock without one at or above the floor."""
     wanted = {"always": True, "never": False}.get(str(policy))
     if wanted is None:
         wanted = NCCL_FLOOR_MAJOR in [int(major) for major in capability_majors or [] if str(major).isdigit()]
     if not wanted or truthy(no_deps):
         return []
-    return ["%s>=%s" % (package, floor)]
+    return [pinned_line(str(lock or ""), package) or "%s>=%s" % (package, floor)]
 
 
 def pending_file(inputs):
@@ -139,18 +141,40 @@ def _nccl_problems(inputs):
         return []
     floor, package = str(inputs["nccl_floor"]), inputs["nccl_package"]
     if inputs["installer"] != "uv":
-        return ["sglang_install_installer pip cannot lift torch's exact pin of %s to sglang_install_nccl_floor %s (pip "
-                "has no overrides; NCCL before 2.31.2 fails all-reduces on compute capability 12, NVIDIA/nccl#2418; a pip "
-                "install resolves torch's pin whatever the request or a lock says): use the uv installer, or set "
-                "sglang_install_nccl_floor_policy to never" % (package, floor)]
+        return ["sglang_install_installer pip cannot lift torch's exact pin of %s to sglang_install_nccl_floor %s, which "
+                "applies here (%s, and NCCL before 2.31.2 fails all-reduces on compute capability 12, NVIDIA/nccl#2418): "
+                "pip has no overrides, and resolves torch's pin or fails on it. Use the uv installer, install without "
+                "dependencies (sglang_install_no_deps) from a request that lists %s>=%s itself, or set "
+                "sglang_install_nccl_floor_policy to never" % (package, floor, _why_floor(inputs), package, floor)]
     lock = str(inputs["requirements_lock"] or "")
     pinned = pinned_version(lock, package)
-    if lock and (not pinned or release_key(pinned) < release_key(floor)):
+    if lock and not at_least(pinned, floor):
         found = "pins %s==%s, below sglang_install_nccl_floor %s" % (package, pinned, floor) if pinned else \
             "does not pin %s, which sglang_install_nccl_floor %s needs at or above it" % (package, floor)
-        return ["sglang_install_requirements_lock %s: compile the lock with the override %s>=%s (uv pip compile "
-                "--override) and its hashes, or set sglang_install_nccl_floor_policy to never" % (found, package, floor)]
+        return ["sglang_install_requirements_lock %s (%s): compile the lock with uv pip compile --generate-hashes "
+                "--override FILE, FILE holding %s>=%s, or set sglang_install_nccl_floor_policy to never"
+                % (found, _why_floor(inputs), package, floor)]
     return []
+
+
+def _override_names(inputs):
+    """The overrides without their hashes, as a reason names them."""
+    return [re.split(r"\s+--hash", line, maxsplit=1)[0].strip() for line in inputs.get("overrides") or []]
+
+
+def _why_floor(inputs):
+    return ("sglang_install_nccl_floor_policy is always" if inputs.get("nccl_floor_policy") == "always"
+            else "the node's GPUs include compute capability %d" % NCCL_FLOOR_MAJOR)
+
+
+def _nccl_off(probe, inputs):
+    """Why the release's NCCL is below the floor that applies to it, or '': read from its
+    METADATA (a torch without NCCL, a CPU build, has none, and nothing is off then)."""
+    version = (probe.get("versions") or {}).get(inputs.get("nccl_package")) or ""
+    if not inputs.get("overrides") or not version or at_least(version, inputs["nccl_floor"]):
+        return ""
+    return "%s %s in %s is below sglang_install_nccl_floor %s" % (
+        inputs["nccl_package"], version, inputs["release_dir"], inputs["nccl_floor"])
 
 
 def _install_argv(inputs, reinstall=""):
@@ -279,7 +303,9 @@ def plan(probe, inputs, files, contents, check_mode=False):
             reinstall.append(uv_off + "; uv is installed again")
             step("uv", reinstall[-1])
     if venv_missing:
-        step("venv", "%s is missing" % inputs["release_dir"])
+        step("venv", "%s is missing" % inputs["release_dir"] + (
+            "; its request holds the override %s (%s)" % (", ".join(_override_names(inputs)), _why_floor(inputs))
+            if inputs.get("overrides") else ""))
     if not uv and not (paths.get(inputs["release_dir"] + "/bin/pip") or {}).get("exists"):
         step("pip", "%s has no pip" % inputs["release_dir"])
     for row in to_write:
@@ -296,6 +322,11 @@ def plan(probe, inputs, files, contents, check_mode=False):
     sglang_off = "" if installed != inputs["version"] else record_off(
         probe.get("sglang_record"), "SGLang %s in %s" % (installed, inputs["release_dir"]))
     mode = "all" if pending else "sglang" if sglang_off else ""
+    # An NCCL below the floor in a release otherwise complete: the install runs again, and uv
+    # takes the override's NCCL in place of the one there.
+    nccl_off = "" if venv_missing or installed != inputs["version"] or pending else _nccl_off(probe, inputs)
+    if nccl_off:
+        reinstall.append(nccl_off + "; the install runs again")
     if pending:
         reinstall.append("an install into %s did not finish (%s is still there); SGLang %s is installed again"
                          % (inputs["release_dir"], PENDING, inputs["version"]))
@@ -308,7 +339,7 @@ def plan(probe, inputs, files, contents, check_mode=False):
              else "SGLang %s is not installed" % inputs["version"])
     elif request_changes:
         step("install", "the request changed")
-    elif pending or sglang_off:
+    elif pending or sglang_off or nccl_off:
         step("install", reinstall[-1])
     torch = _torch(probe, inputs)
     if not torch["ok"]:
@@ -326,7 +357,7 @@ def plan(probe, inputs, files, contents, check_mode=False):
                     # is not there is what a check reports. A release installed again has its
                     # METADATA: no `creates` then, except in a check, where the report task
                     # names its files.
-                    "creates": "" if request_changes or (mode and not check_mode) else creates,
+                    "creates": "" if request_changes or ((mode or nccl_off) and not check_mode) else creates,
                     "pending": pending_file(inputs)},
         # Why the installers run again over what is installed: one clause each, for the task
         # that reports it (a check's drift).

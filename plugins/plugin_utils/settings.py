@@ -199,7 +199,7 @@ TABLE = {
     "sglang_install_torch_cuda_policy": "choice:warn|fail|ignore",
     "sglang_install_torch_cuda_major": "int:11:20",
     "sglang_install_nccl_floor_policy": "choice:auto|always|never",
-    "sglang_install_nccl_floor": "match:release",
+    "sglang_install_nccl_floor": "match:floor",
     "sglang_install_nccl_package": "match:package",
     "sglang_install_gpu_facts_gather": "bool",
     "sglang_install_nvidia_smi": "path",
@@ -313,6 +313,8 @@ PATTERNS = {
                     "an OpenPGP fingerprint (40 or 64 hexadecimal characters)"),
     "sha256": (r"[0-9A-Fa-f]{64}", "a sha256 digest (64 hexadecimal characters)"),
     "package": (r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", "a Python package name such as nvidia-nccl-cu13"),
+    # A floor is a final release (a local part is no version specifier's).
+    "floor": (r"[0-9]+(\.[0-9]+)*(\.post[0-9]+)?", "a final release such as 2.31.2 (quoted in YAML)"),
     "limit": (r"[0-9]{1,19}[KMGTPE]?|infinity", "a size in bytes (a K, M, G, T, P or E suffix allowed) or infinity"),
 }
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import email.parser
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -51,7 +52,9 @@ NCCL = "nvidia-nccl-cu13"
 TORCH_PIN = f"{NCCL}==2.30.7"
 FLOOR = "2.31.2"
 WHEELS = CACHE / "wheels"
-# The node's environment that SGLang's markers are judged in: the lab's python3.11 on x86_64 Linux.
+# SGLang 0.5.23's wheel is for CPython 3.11: the venv is made from this machine's python3.11, as
+# the lab's Debian 12 nodes have it, and SGLang's markers are judged for it on x86_64 Linux.
+PYTHON = shutil.which("python3.11") or "/usr/bin/python3.11"
 MARKER_ENV = {"python_version": "3.11", "python_full_version": "3.11.2", "sys_platform": "linux",
               "platform_machine": "x86_64", "platform_system": "Linux", "os_name": "posix",
               "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
@@ -138,16 +141,18 @@ def fixture_sources(tmp_path_factory):
     return root
 
 
-def install(sources: Path, root: Path, capability_majors: list) -> Path:
-    """sglang_install's request for a node with these GPUs, written as the role writes it, and its
-    installer's command line from the role's plan, run with the real uv from SOURCES. Returns the
-    release."""
+def install(sources: Path, root: Path, capability_majors: list, **more) -> Path:
+    """sglang_install's request for a node with these GPUs (and MORE settings), written as the role
+    writes it, and its installer's command line from the role's plan, run with the real uv from
+    SOURCES. Returns the release."""
+    assert os.access(PYTHON, os.X_OK), "SGLang 0.5.23's wheel needs CPython 3.11, as the lab's nodes have it"
     settings = {
         "sglang_install_releases_dir": f"{root}/releases", "sglang_install_venv": f"{root}/current",
         "sglang_install_uv_venv": f"{sources}/uv", "sglang_install_user_home": f"{root}/home",
         "sglang_install_find_links": [f"{sources}/wheels"], "sglang_install_no_index": True,
         "sglang_install_compile_bytecode": False, "ansible_managed": "Managed by blackwell.sglang.sglang_install",
-        "ansible_facts": {"gpu": {"capability_majors": capability_majors}},
+        "ansible_facts": {"gpu": {"capability_majors": capability_majors}}, "sglang_install_python": PYTHON,
+        **more,
     }
     inputs = role_vars.render("sglang_install", "__sglang_install_inputs", settings)
     rows = role_vars.render("sglang_install", "__sglang_install_files", settings)
@@ -192,6 +197,28 @@ def test_capability_12_gets_nccl_at_the_floor_over_torchs_pin(sources, tmp_path)
     assert version == SGLANG and not summary.startswith("Stand-in")
     assert "torch==2.14.1" in requires(release, "sglang")
     assert installed(release, "torch") == ("2.14.1", "Stand-in of torch for blackwell.sglang's tests, no code")
+    assert requires(release, "torch") == [TORCH_PIN]
+
+
+def hash_lock(sources: Path, nccl: str) -> str:
+    """A requirements lock of every wheel the install takes, with its sha256, as
+    `uv pip compile --generate-hashes` writes one: the NCCL release NCCL, no other."""
+    lines = []
+    for path in sorted((sources / "wheels").glob("*.whl")):
+        name, version = path.name.split("-")[:2]
+        if name == "uv" or (name == NCCL.replace("-", "_") and version != nccl):
+            continue
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        lines.append(f"{name}=={version} \\\n    --hash=sha256:{digest}\n")
+    return "".join(lines)
+
+
+def test_a_hash_lock_pinning_nccl_at_the_floor_installs_it_over_torchs_pin(sources, tmp_path):
+    """With a lock the override is the lock's own NCCL line, hashes included: uv's
+    --require-hashes takes no override without them."""
+    release = install(sources, tmp_path, [12], sglang_install_requirements_lock=hash_lock(sources, FLOOR))
+    assert (release / "blackwell-overrides.txt").read_text().splitlines()[-1].startswith(f"{NCCL.replace('-', '_')}=={FLOOR} --hash=sha256:")
+    assert installed(release, NCCL)[0] == FLOOR
     assert requires(release, "torch") == [TORCH_PIN]
 
 
@@ -258,3 +285,21 @@ def test_the_role_installs_the_floor_on_the_sm120_node_and_torchs_pin_on_the_hop
     assert {name: counts["changed"] for name, counts in recap(second.stdout).items()} == {SM120: 0, HOPPER: 0}
     check = converge(lab, "--check")
     assert {name: counts["changed"] for name, counts in recap(check.stdout).items()} == {SM120: 0, HOPPER: 0}
+
+
+def test_an_nccl_put_back_below_the_floor_is_drift_and_the_converge_lifts_it_again(lab):
+    """Torch's 2.30.7 installed over the floor's NCCL by hand in the capability 12 node's release:
+    a check names it and changes nothing, a converge installs the floor's NCCL again."""
+    release = in_container(SM120, "ls -d /opt/sglang/releases/*").strip()
+    in_container(SM120, f"/opt/sglang/uv/bin/uv pip install --quiet --python {release}/bin/python --no-deps --no-index "
+                        f"--find-links /srv/nccl-floor {TORCH_PIN}")
+    assert "\nVersion: 2.30.7\n" in node_dist(SM120, release, "nvidia_nccl_cu13")
+    check = converge(lab, "--check")
+    assert {name: counts["changed"] for name, counts in recap(check.stdout).items()} == {SM120: 1, HOPPER: 0}, check.stdout
+    assert (f"{NCCL} 2.30.7 in {release} is below sglang_install_nccl_floor {FLOOR}; the install runs again"
+            in check.stdout), check.stdout[-5000:]
+    assert "\nVersion: 2.30.7\n" in node_dist(SM120, release, "nvidia_nccl_cu13")
+    fixed = converge(lab)
+    assert fixed.returncode == 0, fixed.stdout[-8000:]
+    assert f"\nVersion: {FLOOR}\n" in node_dist(SM120, release, "nvidia_nccl_cu13")
+    assert {name: counts["changed"] for name, counts in recap(converge(lab).stdout).items()} == {SM120: 0, HOPPER: 0}

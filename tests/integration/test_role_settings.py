@@ -7,7 +7,6 @@ that nothing was written.
 """
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -248,25 +247,27 @@ def test_sglang_install_refuses_a_uv_it_cannot_check(tmp_path):
     assert tree(node) == {}
 
 
-def test_sglang_install_refuses_pip_where_nccls_floor_applies(tmp_path, monkeypatch):
+def test_sglang_install_refuses_pip_where_nccls_floor_applies(tmp_path):
     """On a node whose GPUs are compute capability 12 (the RTX PRO 6000 recording, replayed by
-    the stand-in nvidia-smi on PATH, which the role's own GPU read finds), torch's exact NCCL pin
-    must be lifted to the floor, which pip cannot do: refused by name, nothing written."""
+    the stand-in nvidia-smi, which the role's own GPU read asks), torch's exact NCCL pin must be
+    lifted to the floor, which pip cannot do: refused by name, nothing written."""
     recording = tmp_path / "gpus"
     shutil.copytree(GPU_FIXTURES / "rtx-pro-6000-x8", recording)
     shutil.copy2(gpu_samples.STAND_IN, recording / "nvidia-smi")
-    monkeypatch.setenv("PATH", f"{recording}{os.pathsep}{os.environ['PATH']}")
     node = tmp_path / "node"
     node.mkdir()
     before = tree(node)
     tasks = run_role(tmp_path, "sglang_install", sglang_install_installer="pip",
+                     sglang_install_nvidia_smi=str(recording / "nvidia-smi"),
                      sglang_install_venv=str(node / "current"), sglang_install_releases_dir=str(node / "releases"))
     assert dict(tasks)["Read the node's GPUs for NCCL's floor"]["ansible_facts"]["gpu"]["capability_majors"] == [12]
     assert [(name, res["msg"]) for name, res in tasks if res.get("failed")] == [(
         "Refuse settings and a node the install cannot work with",
-        "sglang_install_installer pip cannot lift torch's exact pin of nvidia-nccl-cu13 to sglang_install_nccl_floor "
-        "2.31.2 (pip has no overrides; NCCL before 2.31.2 fails all-reduces on compute capability 12, NVIDIA/nccl#2418; "
-        "a pip install resolves torch's pin whatever the request or a lock says): use the uv installer, or set "
-        "sglang_install_nccl_floor_policy to never",
+        "sglang_install_installer pip cannot lift torch's exact pin of nvidia-nccl-cu13 to "
+        "sglang_install_nccl_floor 2.31.2, which applies here (the node's GPUs include compute capability 12, "
+        "and NCCL before 2.31.2 fails all-reduces on compute capability 12, NVIDIA/nccl#2418): pip has no "
+        "overrides, and resolves torch's pin or fails on it. Use the uv installer, install without "
+        "dependencies (sglang_install_no_deps) from a request that lists nvidia-nccl-cu13>=2.31.2 itself, or "
+        "set sglang_install_nccl_floor_policy to never",
     )]
     assert tree(node) == before

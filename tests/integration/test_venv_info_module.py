@@ -297,3 +297,17 @@ def test_other_distributions_are_read_and_checked_against_their_record(tmp_path)
     assert rc == 0, res
     assert res["distributions"]["sglang"]["off"] == (
         f"sglang 0.5.18 in {venv} differs from its RECORD: 1 file altered (sglang/__init__.py)")
+
+
+def test_versions_are_read_from_metadata_alone_with_names_as_installers_write_them(tmp_path):
+    """The NCCL torch loads, by its project name: its dist-info's METADATA (no RECORD check, the
+    library is hundreds of MB); a distribution the venv lacks is empty."""
+    venv = venv_with(tmp_path, "0.5.18")
+    info = venv / "lib" / PY / "site-packages" / "nvidia_nccl_cu13-2.31.2.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-nccl-cu13\nVersion: 2.31.2\n")
+    (info / "RECORD").write_text("nvidia/nccl/lib/libnccl.so.2,sha256=AAAA,1\n")
+    rc, res = run_module({"venv": str(venv), "versions": ["nvidia-nccl-cu13", "nvidia.nccl-cu12"], "record": True})
+    assert rc == 0, res
+    assert res["versions"] == {"nvidia-nccl-cu13": "2.31.2", "nvidia.nccl-cu12": ""}
+    assert "distributions" not in res

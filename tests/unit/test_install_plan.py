@@ -529,10 +529,12 @@ def test_where_the_floor_applies_pip_and_a_lock_below_it_are_refused(tmp_path):
     probe = {"python": {"executable": True}}
     pip = settings(tmp_path, [12], installer="pip")
     assert problems(probe, inputs(pip)) == [
-        "sglang_install_installer pip cannot lift torch's exact pin of nvidia-nccl-cu13 to sglang_install_nccl_floor "
-        "2.31.2 (pip has no overrides; NCCL before 2.31.2 fails all-reduces on compute capability 12, NVIDIA/nccl#2418; "
-        "a pip install resolves torch's pin whatever the request or a lock says): use the uv installer, or set "
-        "sglang_install_nccl_floor_policy to never"]
+        "sglang_install_installer pip cannot lift torch's exact pin of nvidia-nccl-cu13 to "
+        "sglang_install_nccl_floor 2.31.2, which applies here (the node's GPUs include compute capability 12, "
+        "and NCCL before 2.31.2 fails all-reduces on compute capability 12, NVIDIA/nccl#2418): pip has no "
+        "overrides, and resolves torch's pin or fails on it. Use the uv installer, install without "
+        "dependencies (sglang_install_no_deps) from a request that lists nvidia-nccl-cu13>=2.31.2 itself, or "
+        "set sglang_install_nccl_floor_policy to never"]
     # The same pip install on capability 9, or without dependencies, or with the floor declined.
     for values in (settings(tmp_path, [9], installer="pip"), settings(tmp_path, [12], installer="pip", no_deps=True),
                    settings(tmp_path, [12], installer="pip", nccl_floor_policy="never")):
@@ -543,14 +545,56 @@ def test_where_the_floor_applies_pip_and_a_lock_below_it_are_refused(tmp_path):
                        (lock + "nvidia-nccl-cu13==2.30.7" + nccl,
                         "pins nvidia-nccl-cu13==2.30.7, below sglang_install_nccl_floor 2.31.2"),
                        (lock + "nvidia_nccl_cu13==2.31.1" + nccl,
-                        "pins nvidia-nccl-cu13==2.31.1, below sglang_install_nccl_floor 2.31.2")):
+                        "pins nvidia-nccl-cu13==2.31.1, below sglang_install_nccl_floor 2.31.2"),
+                       (lock + "nvidia-nccl-cu13==2.31.2rc1" + nccl,
+                        "pins nvidia-nccl-cu13==2.31.2rc1, below sglang_install_nccl_floor 2.31.2")):
         assert problems(probe, inputs(settings(tmp_path, [12], requirements_lock=text))) == [
-            f"sglang_install_requirements_lock {want}: compile the lock with the override nvidia-nccl-cu13>=2.31.2 (uv pip "
-            "compile --override) and its hashes, or set sglang_install_nccl_floor_policy to never"]
-    for pinned in ("2.31.2", "2.32.6", "2.100.0"):
+            f"sglang_install_requirements_lock {want} (the node's GPUs include compute capability 12): compile the lock "
+            "with uv pip compile --generate-hashes --override FILE, FILE holding nvidia-nccl-cu13>=2.31.2, or set "
+            "sglang_install_nccl_floor_policy to never"]
+    assert problems(probe, inputs(settings(tmp_path, [9], requirements_lock=lock, nccl_floor_policy="always")))[0].startswith(
+        "sglang_install_requirements_lock does not pin nvidia-nccl-cu13, which sglang_install_nccl_floor 2.31.2 needs at or "
+        "above it (sglang_install_nccl_floor_policy is always): ")
+    assert problems(probe, inputs(settings(tmp_path, [9], requirements_lock=lock))) == []
+    for pinned in ("2.31.2", "2.31.2.post1", "2.32.6", "2.100.0"):
         text = lock + f"nvidia-nccl-cu13=={pinned}" + nccl
-        assert problems(probe, inputs(settings(tmp_path, [12], requirements_lock=text))) == []
-        assert problems(probe, inputs(settings(tmp_path, [9], requirements_lock=lock))) == []
+        values = settings(tmp_path, [12], requirements_lock=text)
+        assert problems(probe, inputs(values)) == []
+        # The override is the lock's own line, hashes included: uv's --require-hashes asks it of an override.
+        assert values["__sglang_install_overrides"] == [f"nvidia-nccl-cu13=={pinned} --hash=sha256:{'b' * 64}"]
+
+
+def test_an_nccl_below_the_floor_in_the_release_installs_again_and_none_is_nothing_off(tmp_path):
+    """The read's NCCL release (its METADATA) against the floor: below it, the install runs again
+    (a check names it); at it, or without any NCCL (a torch without one), nothing is off; where
+    the floor does not apply, torch's 2.30.7 is as it should be."""
+    sm120 = settings(tmp_path / "sm120", [12])
+    converge(sm120)
+    probe = read(sm120)
+    release = sm120["__sglang_install_release_dir"]
+    for version, want in (("2.30.7", ["install"]), ("2.31.2", []), ("2.32.6", []), ("", [])):
+        probe["versions"] = {"nvidia-nccl-cu13": version}
+        for check in (False, True):
+            got = planned(sm120, probe, check)
+            assert names(got) == want, version
+            if want:
+                assert got["reinstall"] == [f"nvidia-nccl-cu13 2.30.7 in {release} is below sglang_install_nccl_floor 2.31.2;"
+                                            " the install runs again"]
+                assert got["step"]["install"] == got["reinstall"][0]
+                assert got["install"]["creates"] == ("" if not check else
+                                                     f"{release}/lib/python3*/site-packages/sglang-{VERSION}.dist-info/METADATA")
+                assert "--reinstall" not in got["install"]["argv"]
+    hopper = settings(tmp_path / "hopper", [9])
+    converge(hopper)
+    probe = dict(read(hopper), versions={"nvidia-nccl-cu13": "2.30.7"})
+    assert names(planned(hopper, probe)) == []
+
+
+def test_a_fresh_node_where_the_floor_applies_says_so_in_the_venvs_reason(tmp_path):
+    values = settings(tmp_path, [12])
+    got = planned(values, read(values, owners=False))
+    assert got["step"]["venv"] == (f"{values['__sglang_install_release_dir']} is missing; its request holds the override "
+                                   "nvidia-nccl-cu13>=2.31.2 (the node's GPUs include compute capability 12)")
 
 
 def test_the_floors_settings_are_refused_by_name():
@@ -558,5 +602,7 @@ def test_the_floors_settings_are_refused_by_name():
                                     "sglang_install_nccl_package": "nvidia-nccl-cu13>=2"}) == [
         "sglang_install_nccl_floor_policy: must be one of auto, always, never, got 'sometimes'.",
         "sglang_install_nccl_package: must be a Python package name such as nvidia-nccl-cu13, got 'nvidia-nccl-cu13>=2'."]
+    assert settings_table.problems({"sglang_install_nccl_floor": "2.31.2+cu13"}) == [
+        "sglang_install_nccl_floor: must be a final release such as 2.31.2 (quoted in YAML), got '2.31.2+cu13'."]
     assert settings_table.problems({"sglang_install_nccl_floor": "newest"}) == [
-        "sglang_install_nccl_floor: must be an exact release such as 0.5.23, got 'newest'."]
+        "sglang_install_nccl_floor: must be a final release such as 2.31.2 (quoted in YAML), got 'newest'."]
