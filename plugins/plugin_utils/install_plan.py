@@ -22,6 +22,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.dist_record import describe as record_off
+from ansible_collections.blackwell.sglang.plugins.module_utils.nccl import version_finding
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import managed
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.releases import to_prune
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.requirements import at_least, pinned_hashes, pinned_line, pinned_version
@@ -365,4 +366,8 @@ def plan(probe, inputs, files, contents, check_mode=False):
         "uv": _uv(inputs, bool(uv_off), check_mode),
         "torch": torch,
         "prune": prune,
+        # The release's NCCL against NVIDIA/nccl#2418 on these GPUs, as the smoke test's finding
+        # words it: the drift report's note before any smoke test ran, floor or not.
+        "nccl_finding": version_finding((probe.get("versions") or {}).get(inputs.get("nccl_package")),
+                                        inputs.get("capability_majors")) or "",
     })

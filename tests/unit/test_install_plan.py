@@ -67,17 +67,8 @@ def settings(root: Path, capability_majors=(), **changes) -> dict:
 
 
 def inputs(values: dict) -> dict:
-    """vars/main.yml's __sglang_install_inputs as Ansible would template it."""
-    got = {}
-    for key, value in VARS["__sglang_install_inputs"].items():
-        if key == "find_links_local":
-            got[key] = [link.removeprefix("file://") for link in values["sglang_install_find_links"]
-                        if link.removeprefix("file://").startswith("/")]
-        elif isinstance(value, str) and value.startswith("{{") and value.count("{{") == 1 and value.endswith("}}"):
-            got[key] = values[value[2:-2].strip()]
-        else:
-            got[key] = value
-    return got
+    """vars/main.yml's __sglang_install_inputs, templated by Ansible for these settings."""
+    return role_vars.render("sglang_install", "__sglang_install_inputs", values)
 
 
 def table(values: dict) -> list[dict]:
@@ -588,6 +579,20 @@ def test_an_nccl_below_the_floor_in_the_release_installs_again_and_none_is_nothi
     converge(hopper)
     probe = dict(read(hopper), versions={"nvidia-nccl-cu13": "2.30.7"})
     assert names(planned(hopper, probe)) == []
+    assert planned(hopper, probe)["nccl_finding"] == ""
+
+
+def test_the_releases_nccl_below_2_31_2_on_capability_12_is_a_finding_floor_or_not(tmp_path):
+    """The smoke test's finding, from the release's METADATA before any smoke test: also where
+    the floor does not apply (the request installed as listed, or declined)."""
+    for values in (settings(tmp_path / "floor", [12]), settings(tmp_path / "no-deps", [12], no_deps=True),
+                   settings(tmp_path / "never", [12], nccl_floor_policy="never")):
+        converge(values)
+        probe = dict(read(values), versions={"nvidia-nccl-cu13": "2.30.7"})
+        assert planned(values, probe)["nccl_finding"].startswith(
+            "NCCL 2.30.7, which the release's torch loads, is older than 2.31.2"), values["__sglang_install_release_dir"]
+        probe["versions"] = {"nvidia-nccl-cu13": "2.31.2"}
+        assert planned(values, probe)["nccl_finding"] == ""
 
 
 def test_a_fresh_node_where_the_floor_applies_says_so_in_the_venvs_reason(tmp_path):
