@@ -42,9 +42,9 @@ description:
     never change it - this collection's roles note the preflight's PCIe findings (C(pcie)), the
     last NCCL all-reduce smoke test (C(nccl_smoke), which C(blackwell.sglang.sglang_service_info)
     returns in a check from the record the test left on the node), an NCCL that fails
-    all-reduces on compute capability 12 (C(nccl_version), from the release's files before any
-    smoke test, then from the test) and an engine still loading its model (C(engine)). Any role
-    or play can use it.
+    all-reduces on compute capability 12 (C(nccl_release), from the release's files, and
+    C(nccl_version), from the smoke test) and an engine still loading its model (C(engine)). Any
+    role or play can use it.
 requirements:
   - Enable it by name, C(callbacks_enabled = blackwell.sglang.drift_report) in
     C(ansible.cfg) or C(ANSIBLE_CALLBACKS_ENABLED=blackwell.sglang.drift_report).

@@ -23,7 +23,9 @@ description:
   - Pure Python (plugins/plugin_utils/install_plan.py), unit-tested over reads of real venvs.
 options:
   _input:
-    description: The result of M(blackwell.sglang.sglang_venv_info) for the release's venv.
+    description: >-
+      The result of M(blackwell.sglang.sglang_venv_info) for the release's venv, with
+      C(versions) holding the NCCL package's release.
     type: dict
     required: true
   inputs:
@@ -31,7 +33,9 @@ options:
       - The role's settings without their prefix C(sglang_install_), and what the role derives
         from them - C(release_dir), C(requirements_file), C(constraints_file), C(sources_file)
         (by installer), C(uv_bin), C(user_shell), C(find_links_local) (the wheelhouses on the
-        node).
+        node), C(overrides) (uv's overrides, NCCL's floor where it applies, from the filter
+        C(blackwell.sglang.nccl_overrides)), C(overrides_file), C(nccl_floor),
+        C(nccl_floor_policy), C(nccl_package) and C(capability_majors) (the node's GPUs).
     type: dict
     required: true
   files:
@@ -99,13 +103,16 @@ _value:
         switches where the release's files differ from its RECORD or an install into it did not
         finish), C(creates) (the installed release's METADATA, empty when the request changed and
         its files report it, or, outside a check, when the release is installed again) and
-        C(pending) (the mark an install leaves in the release until it has finished).
+        C(pending) (the mark an install leaves in the release until it has finished); C(argv)
+        has C(--override) on the overrides file where there are overrides, and C(creates) is
+        empty outside a check where the release's NCCL is below the floor.
       type: dict
     reinstall:
       description: >-
         Why the installers run again over what is installed, one clause each - uv's or SGLang's
         files that differ from their RECORD (the first paths, with counts), an install that did
-        not finish; the role reports them (in a check, as drift).
+        not finish, an NCCL in the release below the floor that applies (read from C(versions));
+        the role reports them (in a check, as drift).
       type: list
       elements: str
     uv:
@@ -121,6 +128,12 @@ _value:
       description: The releases beyond C(sglang_install_keep_releases) to remove.
       type: list
       elements: str
+    nccl_finding:
+      description: >-
+        Where the node's GPUs include compute capability 12 and the release's NCCL (from
+        C(versions)) is older than 2.31.2, the finding in the words of the NCCL smoke test's
+        (NVIDIA/nccl issue 2418), naming the remedy; empty otherwise.
+      type: str
 """
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import plan

@@ -96,8 +96,8 @@ options:
     description:
       - Distributions in O(venv) whose release alone is reported in RV(versions), from their
         METADATA, without a check of their files (V(nvidia-nccl-cu13) for the NCCL torch loads,
-        whose library is hundreds of MB). Names are compared as installers write them
-        (C(-) and C(.) as C(_)).
+        whose library is hundreds of MB). The dist-info directory is looked up with C(-) and
+        C(.) in the name written as C(_), in the case given.
     type: list
     elements: str
     default: []

@@ -250,7 +250,9 @@ def fixture_lab(sources, tmp_path_factory):
     (work / "converge.yml").write_text(CONVERGE)
     env = lab_env(work, PREFIX, PORT_BASE, 2, LAB_CONVERGE="0", LAB_EXTRA_VOLUMES=f"{sources}/wheels:/srv/nccl-floor:ro")
     with running_lab(env):
-        yield {"env": env, "work": work}
+        lab = {"env": env, "work": work}
+        lab["first"] = converge(lab)
+        yield lab
 
 
 def converge(lab, *args: str) -> subprocess.CompletedProcess:
@@ -265,7 +267,7 @@ def node_dist(name: str, release: str, dist: str) -> str:
 
 
 def test_the_role_installs_the_floor_on_the_sm120_node_and_torchs_pin_on_the_hopper_node(lab):
-    first = converge(lab)
+    first = lab["first"]
     assert first.returncode == 0, first.stdout[-8000:] + first.stderr[-3000:]
     releases = {name: in_container(name, "ls /opt/sglang/releases").split() for name in (SM120, HOPPER)}
     assert releases[HOPPER] == [SGLANG]
@@ -284,17 +286,20 @@ def test_the_role_installs_the_floor_on_the_sm120_node_and_torchs_pin_on_the_hop
     assert second.returncode == 0, second.stdout[-8000:]
     assert {name: counts["changed"] for name, counts in recap(second.stdout).items()} == {SM120: 0, HOPPER: 0}
     check = converge(lab, "--check")
+    assert check.returncode == 0, check.stdout[-8000:]
     assert {name: counts["changed"] for name, counts in recap(check.stdout).items()} == {SM120: 0, HOPPER: 0}
 
 
 def test_an_nccl_put_back_below_the_floor_is_drift_and_the_converge_lifts_it_again(lab):
     """Torch's 2.30.7 installed over the floor's NCCL by hand in the capability 12 node's release:
     a check names it and changes nothing, a converge installs the floor's NCCL again."""
+    assert lab["first"].returncode == 0, lab["first"].stdout[-8000:]
     release = in_container(SM120, "ls -d /opt/sglang/releases/*").strip()
     in_container(SM120, f"/opt/sglang/uv/bin/uv pip install --quiet --python {release}/bin/python --no-deps --no-index "
                         f"--find-links /srv/nccl-floor {TORCH_PIN}")
     assert "\nVersion: 2.30.7\n" in node_dist(SM120, release, "nvidia_nccl_cu13")
     check = converge(lab, "--check")
+    assert check.returncode == 0, check.stdout[-8000:]
     assert {name: counts["changed"] for name, counts in recap(check.stdout).items()} == {SM120: 1, HOPPER: 0}, check.stdout
     assert (f"{NCCL} 2.30.7 in {release} is below sglang_install_nccl_floor {FLOOR}; the install runs again"
             in check.stdout), check.stdout[-5000:]
@@ -302,4 +307,6 @@ def test_an_nccl_put_back_below_the_floor_is_drift_and_the_converge_lifts_it_aga
     fixed = converge(lab)
     assert fixed.returncode == 0, fixed.stdout[-8000:]
     assert f"\nVersion: {FLOOR}\n" in node_dist(SM120, release, "nvidia_nccl_cu13")
-    assert {name: counts["changed"] for name, counts in recap(converge(lab).stdout).items()} == {SM120: 0, HOPPER: 0}
+    again = converge(lab)
+    assert again.returncode == 0, again.stdout[-8000:]
+    assert {name: counts["changed"] for name, counts in recap(again.stdout).items()} == {SM120: 0, HOPPER: 0}
