@@ -32,27 +32,37 @@ BEFORE_SYMM_MEM = "0.5.4"
 WHEELS = CACHE / "wheels"
 
 
-def wheel(version: str) -> Path:
-    """The cached wheel of sglang==version, downloaded from PyPI when missing."""
+def cached_wheel(spec: str) -> Path:
+    """The cached wheel of SPEC (name==version) for CPython 3.11 on x86_64 Linux, downloaded from
+    PyPI when missing."""
+    name, version = spec.split("==")
     WHEELS.mkdir(parents=True, exist_ok=True)
     with open(WHEELS / ".lock", "w") as lock:
         # Several test processes may ask for the same wheel at once.
         fcntl.flock(lock, fcntl.LOCK_EX)
-        found = sorted(WHEELS.glob(f"sglang-{version}-*.whl"))
+        # Wheel file names spell a project's name with underscores (nvidia-nccl-cu13: nvidia_nccl_cu13-...).
+        pattern = f"{name.replace('-', '_')}-{version}-*.whl"
+        found = sorted(WHEELS.glob(pattern))
         if not found:
-            # Newer releases are CPython 3.11 platform wheels; the files the tests read are the
-            # same Python sources whichever interpreter the machine running the tests has.
+            # Newer SGLang releases are CPython 3.11 platform wheels; the files the tests read are
+            # the same Python sources whichever interpreter the machine running the tests has.
             subprocess.run(
                 [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
                  "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
                  "--abi", "cp311", "--platform", "manylinux_2_34_x86_64",
-                 "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64",
-                 "--platform", "any", "--dest", str(WHEELS), f"sglang=={version}"],
+                 "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_18_x86_64",
+                 "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
+                 "--platform", "any", "--dest", str(WHEELS), spec],
                 check=True, capture_output=True, text=True,
             )
-            found = sorted(WHEELS.glob(f"sglang-{version}-*.whl"))
+            found = sorted(WHEELS.glob(pattern))
         assert len(found) == 1, found
         return found[0]
+
+
+def wheel(version: str) -> Path:
+    """The cached wheel of sglang==version, downloaded from PyPI when missing."""
+    return cached_wheel(f"sglang=={version}")
 
 
 def install_tree(version: str, dest: Path) -> Path:

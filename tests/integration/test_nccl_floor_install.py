@@ -21,12 +21,10 @@ changes nothing.
 from __future__ import annotations
 
 import email.parser
-import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -36,8 +34,8 @@ from packaging.version import InvalidVersion, Version
 
 import role_vars
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import plan
-from conftest import CACHE, ROOT, VENV_BIN, in_container, lab_env, recap, running_lab
-from sglang_wheels import wheel
+from conftest import ROOT, VENV_BIN, in_container, lab_env, recap, running_lab
+from sglang_wheels import cached_wheel, wheel
 
 pytestmark = pytest.mark.slow
 PREFIX = "nccl-floor"
@@ -51,31 +49,12 @@ NCCL = "nvidia-nccl-cu13"
 # torch 2.14.1's METADATA, read from its wheel: its one NCCL requirement.
 TORCH_PIN = f"{NCCL}==2.30.7"
 FLOOR = "2.31.2"
-WHEELS = CACHE / "wheels"
 # SGLang 0.5.23's wheel is for CPython 3.11: the venv is made from this machine's python3.11, as
 # the lab's Debian 12 nodes have it, and SGLang's markers are judged for it on x86_64 Linux.
 PYTHON = shutil.which("python3.11") or "/usr/bin/python3.11"
 MARKER_ENV = {"python_version": "3.11", "python_full_version": "3.11.2", "sys_platform": "linux",
               "platform_machine": "x86_64", "platform_system": "Linux", "os_name": "posix",
               "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
-
-
-def cached(spec: str) -> Path:
-    """The wheel of SPEC (name==version) from PyPI for Linux x86_64, downloaded once."""
-    name, version = spec.split("==")
-    WHEELS.mkdir(parents=True, exist_ok=True)
-    with open(WHEELS / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        found = sorted(WHEELS.glob(f"{name.replace('-', '_')}-{version}-*.whl"))
-        if not found:
-            subprocess.run(
-                [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
-                 "--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
-                 "--platform", "manylinux_2_18_x86_64", "--platform", "manylinux_2_17_x86_64", "--platform", "any",
-                 "--dest", str(WHEELS), spec], check=True, capture_output=True, text=True)
-            found = sorted(WHEELS.glob(f"{name.replace('-', '_')}-{version}-*.whl"))
-        assert len(found) == 1, found
-        return found[0]
 
 
 def stand_in(dest: Path, name: str, version: str, requires: tuple = ()) -> None:
@@ -126,7 +105,8 @@ def fixture_sources(tmp_path_factory):
     root = tmp_path_factory.mktemp("nccl-floor")
     links = root / "wheels"
     links.mkdir()
-    for path in (wheel(SGLANG), cached(TORCH_PIN), cached(f"{NCCL}=={FLOOR}"), cached(f"uv=={UV}")):
+    uv_wheel = cached_wheel(f"uv=={UV}")
+    for path in (wheel(SGLANG), cached_wheel(TORCH_PIN), cached_wheel(f"{NCCL}=={FLOOR}"), uv_wheel):
         if path.stat().st_dev == links.stat().st_dev:
             os.link(path, links / path.name)
         else:
@@ -135,7 +115,7 @@ def fixture_sources(tmp_path_factory):
     assert "torch" in names and len(names) > 40, names
     uv_bin = root / "uv" / "bin" / "uv"
     uv_bin.parent.mkdir(parents=True)
-    with zipfile.ZipFile(cached(f"uv=={UV}")) as archive:
+    with zipfile.ZipFile(uv_wheel) as archive:
         uv_bin.write_bytes(archive.read(f"uv-{UV}.data/scripts/uv"))
     uv_bin.chmod(0o755)
     return root
