@@ -87,7 +87,7 @@ options:
   distributions:
     description:
       - Other distributions installed in O(venv) to report on in RV(distributions), by their
-        dist-info name (V(sglang_router) for the router's release); with O(record=true) each
+        dist-info name (V(smg) for the router's release); with O(record=true) each
         is also checked against its C(RECORD), as SGLang's is.
     type: list
     elements: str
@@ -267,9 +267,9 @@ distributions:
     they are, or when there is no distribution to check).
   returned: when O(distributions) is set
   type: dict
-  sample: {"sglang_router": {"version": "0.3.2", "off": "sglang_router 0.3.2 in /opt/sglang-router/0.3.2 differs from its
-           RECORD: 1 file altered (sglang_router/launch_router.py)", "record": {"checked": 18, "missing": 0, "altered": 1,
-           "missing_paths": [], "altered_paths": ["sglang_router/launch_router.py"], "error": ""}}}
+  sample: {"smg": {"version": "1.13.0", "off": "smg 1.13.0 in /opt/sglang-router/1.13.0 differs from its
+           RECORD: 1 file altered (smg/launch_router.py)", "record": {"checked": 17, "missing": 0, "altered": 1,
+           "missing_paths": [], "altered_paths": ["smg/launch_router.py"], "error": ""}}}
 versions:
   description: >-
     The release of each distribution named in O(versions), by the name given; empty when the

@@ -10,9 +10,9 @@ listening on loopback while the router runs on another host). ``release`` spells
 launch arguments and names every problem of the settings. Plain Python without Ansible imports:
 the filters call it, the unit tests too.
 
-The router (PyPI ``sglang-router``, the SGLang Model Gateway) sends the key it is given for
-clients to its workers as well (``--api-key``, as 0.3.2 documents and does); the role therefore
-refuses a router key other than the engines' key.
+The router (PyPI ``smg``, the Shepherd Model Gateway, which took over from ``sglang-router``)
+sends the key it is given for clients to its workers as well (``--api-key``, as smg 1.13.0
+documents and does); the role therefore refuses a router key other than the engines' key.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,8 +30,9 @@ _LOOPBACK = re.compile(r"^127\.")
 # the later one.
 _OWNED = ("--api-key", "--worker-urls", "--host", "--port", "--policy", "--prometheus-host", "--prometheus-port",
           "--request-timeout-secs", "--shutdown-grace-period-secs")
-# Flags whose value is a secret (0.3.2): never in argv.
-_SECRETS = ("--control-plane-api-keys", "--oracle-password")
+# Flags whose value is a secret, or may hold one (a database URL's password), in smg 1.13.0:
+# never in argv.
+_SECRETS = ("--control-plane-api-keys", "--tenant-api-key", "--oracle-password", "--postgres-db-url", "--redis-url")
 
 
 def _text(value):
@@ -141,7 +142,7 @@ def release(inputs, worker_list, setting_problems=None):
     # The version's format and the policy's words are the settings table's (settings.TABLE), judged
     # with every other router setting before this plan (roles/sglang_router/tasks/validate.yml).
     if "hashes" in inputs and not inputs["hashes"]:
-        found.append("sglang_router: sglang-router %s has no wheel hash in the collection, and the router is never "
+        found.append("sglang_router: smg %s has no wheel hash in the collection, and the router is never "
                      "installed unchecked: set sglang_router_sha256 to its wheels' sha256. Nothing was changed."
                      % _text(inputs["version"]))
     engine_key = _text(worker_list.get("key"))

@@ -1,5 +1,6 @@
-"""One endpoint for the fleet: SGLang's real router (sglang-router 0.3.2 from the lab wheelhouse)
-on a node of its own in front of three engine nodes, all converged by site.yml over SSH.
+"""One endpoint for the fleet: SGLang's real router (smg 1.13.0, the Shepherd Model Gateway, from
+the lab wheelhouse) on a node of its own in front of three engine nodes, all converged by site.yml
+over SSH.
 
 tools/lab/lab.sh brings up four lab nodes without converging them; the test puts node 1 in the
 group sglang_router and leaves nodes 2 to 4 in sglang_nodes. The engines are the lab's stand-in
@@ -11,6 +12,9 @@ the fixed reply "blackwell" after a delay, behind the real unit, on an address t
 - the fleet's Prometheus targets file lists each engine (model, release, GPU labels) and the
   router, and each target answers /metrics;
 - the router routes: a request through it gets the engines' reply, and none without the key;
+- a router node running sglang-router 0.3.2 (the router's last release under its old name, laid
+  out as the collection deployed it) moves to smg in one converge under load: smg takes the same
+  endpoint and unit, the old release goes, and the requests that failed meanwhile are counted;
 - a worker taken out of the router by hand and a stray one put in are drift on the router's host
   (and the first on its engine's), with the router's view of each worker among the notes; a
   converge mends both and a check is clean again;
@@ -37,9 +41,11 @@ the fixed reply "blackwell" after a delay, behind the real unit, on an address t
 - an engine removed alone (remove.yml limited to it) leaves the router before its server stops,
   and the router removed alone leaves nothing of its own on its host, a second removal changing
   nothing.
-The router sends each request once (--disable-retries): with its retries on, 0.3.2 sent every
-request a restarting node refused or dropped to another node in this lab, draining or not. It
-routes turn by turn (round_robin), so every engine carries its share of the load when it restarts.
+The router sends each request once (--disable-retries): with its retries on, the router sent every
+request a restarting node refused or dropped to another node in this lab, draining or not (seen
+with sglang-router 0.3.2). It routes turn by turn (round_robin), so every engine carries its share
+of the load when it restarts. The engines serve the model as "qwen" (--served-model-name): smg
+routes a request to the workers that serve the model it names, and answers 404 for another.
 """
 from __future__ import annotations
 
@@ -127,8 +133,11 @@ def fleet(tmp_path_factory):
             # The role's default (SGLang decides): 0.5.18 refuses the fusion flags on these GPUs.
             "sglang_service_flashinfer_fusion_enabled": False,
             "sglang_router_url": f"http://{address(ROUTER)}:30100",
+            # The name clients ask for, which smg routes by.
+            "sglang_service_served_model_name": "qwen",
             # The router notices a worker's health every 2 s, not every minute, and sends a request
-            # once: with its retries on (the default), 0.3.2 sent every request a restarting node
+            # once: with its retries on (the default), the router (sglang-router 0.3.2, as seen
+            # before smg) sent every request a restarting node
             # refused or dropped to another node in this lab, so nothing showed whether the node
             # was drained or not. A streamed reply already under way cannot be retried either.
             "sglang_router_extra_args": ["--health-check-interval-secs", "2", "--disable-retries"],
@@ -201,7 +210,7 @@ def test_prometheus_finds_every_engine_and_the_router_in_the_targets_file(fleet)
     targets = json.loads((fleet["work"] / "prometheus" / "targets.json").read_text())
     gpu = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
     assert targets == [{"targets": [f"{address(name)}:30000"],
-                        "labels": {"job": "sglang", "instance": name, "model": "/models/Qwen3-8B", "release": "0.5.8",
+                        "labels": {"job": "sglang", "instance": name, "model": "qwen", "release": "0.5.8",
                                    "gpu_model": gpu}} for name in ENGINES] + [
         {"targets": [f"{address(ROUTER)}:29000"], "labels": {"job": "sglang-router", "instance": ROUTER}}]
     # Each target answers as Prometheus would scrape it: the engines run with --enable-metrics.
@@ -225,6 +234,57 @@ def test_requests_reach_the_engines_through_the_router_with_the_key_only(fleet):
     assert KEY not in in_container(ROUTER, "cat /proc/$(systemctl show -p MainPID --value sglang-router)/cmdline; "
                                            "systemctl cat sglang-router; systemctl show sglang-router")
     assert in_container(ROUTER, "stat -c '%a %U' /etc/sglang-router/router.env").split() == ["600", "root"]
+
+
+# The router node as the collection deployed it before smg: sglang-router 0.3.2 (the router's last
+# release under that name, the real wheel from the lab wheelhouse) in /opt/sglang-router/0.3.2, the
+# launcher importing sglang_router, the unit running that venv. Everything else (account, secrets,
+# arguments, port) is what the role writes for smg too.
+OLD_ROUTER = (
+    "set -e; systemctl stop sglang-router; rm -rf /opt/sglang-router/1.13.0; "
+    "python3 -m venv /opt/sglang-router/0.3.2; "
+    "PIP_CONFIG_FILE=/etc/sglang-router/pip.conf /opt/sglang-router/0.3.2/bin/pip install --quiet "
+    "--disable-pip-version-check sglang-router==0.3.2; "
+    "sed -i 's/^from smg.launch_router /from sglang_router.launch_router /' "
+    "/usr/local/lib/sglang-router/sglang_router_launch.py; "
+    "sed -i 's#/opt/sglang-router/1.13.0/#/opt/sglang-router/0.3.2/#' /etc/systemd/system/sglang-router.service; "
+    "systemctl daemon-reload; systemctl start sglang-router")
+
+
+def router_runs(release: str) -> bool:
+    """Whether the router runs from the release's venv: the command systemd started it with (its
+    sandbox hides the process's own files from root outside it)."""
+    command = in_container(ROUTER, "systemctl is-active sglang-router; systemctl show -p ExecStart --value sglang-router")
+    return command.startswith("active\n") and f"path=/opt/sglang-router/{release}/bin/python ;" in command
+
+
+def test_a_router_on_sglang_router_0_3_2_moves_to_smg_in_one_converge_under_load(fleet):
+    in_container(ROUTER, OLD_ROUTER)
+    assert router_runs("0.3.2")
+    assert all_workers_healthy() == sorted((f"http://{address(name)}:30000", True) for name in ENGINES)
+    assert through_router()[0] == 200
+    # The converge finds the old release and launcher: it installs smg beside it, rewrites the
+    # launcher and the unit, restarts the router behind its gate and removes 0.3.2.
+    run, results, _counted = under_load(fleet, "-e", "sglang_rollout_serial=100%")
+    assert run.returncode == 0, run.stdout[-20000:]
+    assert KEY not in run.stdout + run.stderr
+    changed = {name: count["changed"] for name, count in recap(run.stdout).items()}
+    assert changed[ROUTER] > 0 and {name: changed[name] for name in ENGINES} == {name: 0 for name in ENGINES}, changed
+    assert router_runs("1.13.0")
+    assert in_container(ROUTER, "ls /opt/sglang-router").split() == ["1.13.0"]
+    assert "from smg.launch_router import" in in_container(ROUTER, "cat /usr/local/lib/sglang-router/sglang_router_launch.py")
+    assert all_workers_healthy() == sorted((f"http://{address(name)}:30000", True) for name in ENGINES)
+    # What clients saw: the router's restart onto smg is the window in which requests can fail
+    # (neither release takes over the other's listening socket). Counted, and every request sent
+    # after the converge is answered.
+    got = summary(results)
+    print("move from sglang-router 0.3.2 to smg 1.13.0 under load:", got,
+          "failures:", sorted({(r["status"], r["text"][:80]) for r in results if r["status"] != 200})[:5])
+    assert got["sent"] > got["failed"], got
+    status, body = through_router()
+    assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == "blackwell", body
+    code, report, output = drift_report(fleet["inventory"], PLAYBOOK, fleet["env"], fleet["work"] / "moved")
+    assert code == 0, output
 
 
 def admin(method: str, path: str, body: dict | None = None) -> str:
@@ -299,7 +359,7 @@ def test_a_worker_taken_out_and_a_stray_one_are_drift_and_a_converge_mends_both(
 # One of the router release's files changed on the node (pip's RECORD has its digest): drift on
 # the router's host alone, the file named, and a converge installs the release again over itself,
 # restarts the router onto it and leaves the engines alone.
-ROUTER_FILE = "/opt/sglang-router/0.3.2/lib/python3.11/site-packages/sglang_router/router_args.py"
+ROUTER_FILE = "/opt/sglang-router/1.13.0/lib/python3.11/site-packages/smg/router_args.py"
 
 
 def test_a_router_release_with_a_file_changed_is_drift_and_installed_again(fleet):
@@ -309,8 +369,8 @@ def test_a_router_release_with_a_file_changed_is_drift_and_installed_again(fleet
     assert code == 1, output
     assert [(f["label"], f["reason"]) for f in report["hosts"][ROUTER]["drift"]] == [(
         "sglang_router : Report that the router's release is installed again, and why",
-        "sglang_router 0.3.2 in /opt/sglang-router/0.3.2 differs from its RECORD: 1 file altered "
-        "(sglang_router/router_args.py); sglang-router 0.3.2 is installed again")], report["hosts"][ROUTER]
+        "smg 1.13.0 in /opt/sglang-router/1.13.0 differs from its RECORD: 1 file altered "
+        "(smg/router_args.py); smg 1.13.0 is installed again")], report["hosts"][ROUTER]
     assert {name: report["hosts"][name]["drift"] for name in ENGINES} == {name: [] for name in ENGINES}
     mend = converge(fleet, "-e", "sglang_rollout_serial=100%")
     assert mend.returncode == 0, mend.stdout[-20000:]
@@ -378,7 +438,7 @@ def test_a_node_the_router_had_dropped_is_not_drained_before_its_restart(fleet):
 
 
 def router_metrics() -> dict:
-    """The router's request counters from its Prometheus endpoint (smg_* in 0.3.2): chat requests
+    """The router's request counters from its Prometheus endpoint (smg_*, as in 0.3.2): chat requests
     routed, and the engines' answers other than 200."""
     text = in_container(ROUTER, "python3 -c \"import urllib.request as u; "
                                 "print(u.urlopen('http://127.0.0.1:29000/metrics').read().decode())\"")
@@ -594,11 +654,11 @@ def test_a_router_release_the_wheelhouse_lacks_is_refused_and_the_router_keeps_s
                           "-e", '{"sglang_router_sha256": ["' + "0" * 64 + '"]}'], cwd=ROOT, env=fleet["env"], capture_output=True,
                          text=True, check=False)
     assert run.returncode == 2, run.stdout[-5000:]
-    assert "sglang-router 0.0.99 could not be installed from the configured sources" in run.stdout, run.stdout[-5000:]
+    assert "smg 0.0.99 could not be installed from the configured sources" in run.stdout, run.stdout[-5000:]
     assert "The router's account, unit, secrets and service were not changed." in run.stdout
     assert KEY not in run.stdout + run.stderr
     # Nothing of the failed release stays; the router runs on as it was.
-    assert in_container(ROUTER, "ls /opt/sglang-router").split() == ["0.3.2"]
+    assert in_container(ROUTER, "ls /opt/sglang-router").split() == ["1.13.0"]
     assert in_container(ROUTER, "cat /etc/systemd/system/sglang-router.service") == unit
     assert in_container(ROUTER, "systemctl is-active sglang-router").strip() == "active"
     assert through_router()[0] == 200

@@ -66,6 +66,13 @@ def test_the_launch_arguments_carry_the_workers_and_never_the_key():
     ({"extra_args": ["--control-plane-api-keys", "x"]},
      "sglang_router: sglang_router_extra_args gives --control-plane-api-keys, which carries a secret: the unit and the "
      "router's command line would show it to every user of the host. Nothing was changed."),
+    # smg's per-tenant keys, and a database URL that may hold a password.
+    ({"extra_args": ["--tenant-api-key=team:x"]},
+     "sglang_router: sglang_router_extra_args gives --tenant-api-key, which carries a secret: the unit and the "
+     "router's command line would show it to every user of the host. Nothing was changed."),
+    ({"extra_args": ["--postgres-db-url", "postgres://u:p@db/smg"]},
+     "sglang_router: sglang_router_extra_args gives --postgres-db-url, which carries a secret: the unit and the "
+     "router's command line would show it to every user of the host. Nothing was changed."),
 ])
 def test_each_bad_setting_is_refused_by_name(change, message):
     got = release(dict(INPUTS, **change), workers(ENGINES, ["node1"], "router", HOSTS))
@@ -197,7 +204,7 @@ def test_the_version_and_policy_are_the_settings_tables():
 def test_a_release_without_wheel_hashes_is_refused():
     got = release(dict(INPUTS, version="0.3.1", hashes=[]), workers(ENGINES, ["node1"], "router", HOSTS))
     assert got["problems"] == [
-        "sglang_router: sglang-router 0.3.1 has no wheel hash in the collection, and the router is never installed"
+        "sglang_router: smg 0.3.1 has no wheel hash in the collection, and the router is never installed"
         " unchecked: set sglang_router_sha256 to its wheels' sha256. Nothing was changed."]
 
 

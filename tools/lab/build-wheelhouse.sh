@@ -21,8 +21,11 @@ packages=(sglang==0.5.8 sglang==0.5.18 sglang==0.5.23 uv==0.13.9)
 packages+=(huggingface_hub==0.36.0 hf_xet==1.8.0 filelock==4.3.2 fsspec==2026.9.0 packaging==26.4
   pyyaml==6.0.4 requests==2.34.2 certifi==2026.10.19.post1 charset_normalizer==3.5.3 idna==3.20
   urllib3==2.8.0 tqdm==4.70.1 typing_extensions==4.16.0)
-# SGLang's router (sglang-router, the SGLang Model Gateway) and what it needs, for the router
-# lab's router node (tests/integration/test_router_fleet.py).
+# SGLang's router, smg (the Shepherd Model Gateway), and what it needs, for the router lab's
+# router node (tests/integration/test_router_fleet.py).
+packages+=(smg==1.13.0 grpcio==1.85.4 grpcio-health-checking==1.85.1 protobuf==7.36.2)
+# The router's last release under its old name, sglang-router 0.3.2, and what it needs: the router
+# lab migrates a router node from it to smg.
 packages+=(sglang-router==0.3.2 setproctitle==1.3.8 aiohttp==3.14.5 aiohappyeyeballs==2.7.1 aiosignal==1.4.0
   attrs==26.1.0 frozenlist==1.8.0 multidict==7.2.1 propcache==0.5.4 yarl==1.25.1 orjson==3.13.0 uvicorn==0.55.0
   click==8.5.1 h11==0.16.0 fastapi==0.165.0 starlette==1.10.0 pydantic==2.14.4 pydantic_core==2.50.5

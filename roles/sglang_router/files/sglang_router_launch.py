@@ -1,4 +1,4 @@
-"""Starts SGLang's router (the sglang-router package) with its API key handed over in-process.
+"""Starts SGLang's router (smg, the Shepherd Model Gateway) with its API key handed over in-process.
 
 systemd passes the key in the environment, from the secrets file (EnvironmentFile=, mode 0600);
 this launcher takes it out of the environment and into the router's parsed arguments, so the
@@ -8,7 +8,7 @@ argument is the router's own, parsed by the router's own parser.
 import os
 import sys
 
-from sglang_router.launch_router import launch_router, parse_router_args
+from smg.launch_router import launch_router, parse_router_args
 
 KEY_VARIABLE = "SGLANG_ROUTER_API_KEY"
 
