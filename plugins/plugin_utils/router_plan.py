@@ -32,7 +32,8 @@ _OWNED = ("--api-key", "--worker-urls", "--host", "--port", "--policy", "--prome
           "--request-timeout-secs", "--shutdown-grace-period-secs")
 # Flags whose value is a secret, or may hold one (a database URL's password), in smg 1.13.0:
 # never in argv.
-_SECRETS = ("--control-plane-api-keys", "--tenant-api-key", "--oracle-password", "--postgres-db-url", "--redis-url")
+_SECRETS = ("--control-plane-api-keys", "--tenant-api-key", "--oracle-password", "--oracle-connect-descriptor",
+            "--postgres-db-url", "--redis-url", "--mesh-tls-key")
 
 
 def _text(value):
@@ -194,26 +195,32 @@ def worker_view(expected, answer):
     as ``normal_url`` spells them. Returns ``read`` (whether the router answered with its list),
     ``missing`` (expected, not listed), ``extra`` (listed, not expected, or a second entry of an
     expected worker: with their ids, which the admin API removes them by), ``healthy`` and
-    ``unhealthy`` (expected and listed, as the router judges their health), ``ids`` (the ids of
-    every entry of the expected workers, second entries included), ``drift`` (one
-    line per missing or extra worker, its reason) and ``notes`` (one line per worker: its URL
-    and the router's word for it)."""
+    ``unhealthy`` (expected and listed, as the router judges their health), ``draining``
+    (expected workers the router lists only as being removed: smg keeps a removed worker for a
+    few seconds with the status ``draining``; such a worker is missing, and cannot be added
+    again until the router has let go of it), ``ids`` (the ids of every entry of the expected
+    workers, second and draining entries included), ``drift`` (one line per missing or extra
+    worker, its reason) and ``notes`` (one line per worker: its URL and the router's word for
+    it). A draining entry of another URL is neither a worker nor a stray: it is on its way out."""
     answer = answer or {}
     listed = (answer.get("json") or {}).get("workers") if answer.get("status") == 200 else None
     if not isinstance(listed, list):
         reason = answer.get("msg") or "no answer"
-        return {"read": False, "missing": [], "extra": [], "healthy": [], "unhealthy": [], "ids": [], "drift": [],
+        return {"read": False, "missing": [], "extra": [], "healthy": [], "unhealthy": [], "draining": [], "ids": [],
+                "drift": [],
                 "notes": ["the router's worker list could not be read (status %s: %s)"
                           % (answer.get("status", -1), _text(reason)[:200])]}
     # Compared as normal_url spells them; the first entry of a URL is the worker, a second entry
     # of the same worker (the URL spelled another way) is a stray.
-    by_url, extra = {}, []
+    by_url, extra, leaving = {}, [], {}
     for worker in listed:
         if not (isinstance(worker, dict) and worker.get("url")):
             continue
         url = normal_url(worker["url"])
         entry = {"url": _text(worker["url"]), "id": _text(worker.get("id") or "")}
-        if url in by_url:
+        if worker.get("status") == "draining":
+            leaving.setdefault(url, []).append(entry["id"])
+        elif url in by_url:
             entry["again"] = _text(by_url[url]["url"])
             extra.append(entry)
         else:
@@ -229,17 +236,21 @@ def worker_view(expected, answer):
     # leaves the router deletes.
     ids = [by_url[normal_url(url)]["id"] for url in expected if normal_url(url) in by_url]
     ids += [item["id"] for item in extra if item.get("again") and normal_url(item["url"]) in wanted]
+    draining = [url for url in expected if normal_url(url) in leaving]
+    ids += [one for url in draining for one in leaving[normal_url(url)]]
     drift = ["%s is not among the router's workers" % url for url in missing]
     drift += [("%s is among the router's workers again, as %s" % (item["again"], item["url"])) if item.get("again") else
               "%s is among the router's workers, but no host of the group serves there" % item["url"] for item in extra]
     notes = []
     for url in expected:
-        notes.append("%s: %s" % (url, "removed (not among the router's workers)" if url in missing else
+        notes.append("%s: %s" % (url, "draining (the router is letting go of it)" if url in draining else
+                                 "removed (not among the router's workers)" if url in missing else
                                  "healthy" if url not in unhealthy else "unhealthy"))
     notes += [("%s: listed again, as %s" % (item["again"], item["url"])) if item.get("again") else
               "%s: listed, not one of the group's workers" % item["url"] for item in extra]
     return {"read": True, "missing": missing, "extra": [{"url": item["url"], "id": item["id"]} for item in extra],
-            "healthy": healthy, "unhealthy": unhealthy, "ids": ids, "drift": drift, "notes": notes}
+            "healthy": healthy, "unhealthy": unhealthy, "draining": draining, "ids": ids, "drift": drift,
+            "notes": notes}
 
 
 def views(answers, worker):

@@ -70,6 +70,9 @@ def test_the_launch_arguments_carry_the_workers_and_never_the_key():
     ({"extra_args": ["--tenant-api-key=team:x"]},
      "sglang_router: sglang_router_extra_args gives --tenant-api-key, which carries a secret: the unit and the "
      "router's command line would show it to every user of the host. Nothing was changed."),
+    ({"extra_args": ["--redis-u", "redis://:p@cache:6379"]},
+     "sglang_router: sglang_router_extra_args gives --redis-u, which carries a secret: the unit and the "
+     "router's command line would show it to every user of the host. Nothing was changed."),
     ({"extra_args": ["--postgres-db-url", "postgres://u:p@db/smg"]},
      "sglang_router: sglang_router_extra_args gives --postgres-db-url, which carries a secret: the unit and the "
      "router's command line would show it to every user of the host. Nothing was changed."),
@@ -146,7 +149,7 @@ def _listed(*workers_):
 def test_the_router_holding_exactly_its_workers_is_no_drift_and_each_worker_is_noted():
     got = worker_view(EXPECTED, _listed((EXPECTED[0], True), (EXPECTED[1], False), (EXPECTED[2], True)))
     assert got == {"read": True, "missing": [], "extra": [], "healthy": [EXPECTED[0], EXPECTED[2]],
-                   "unhealthy": [EXPECTED[1]], "ids": ["w0", "w1", "w2"], "drift": [],
+                   "unhealthy": [EXPECTED[1]], "draining": [], "ids": ["w0", "w1", "w2"], "drift": [],
                    "notes": ["http://10.0.0.1:30000: healthy", "http://10.0.0.2:30000: unhealthy",
                              "http://10.0.0.3:30000: healthy"]}
 
@@ -176,7 +179,7 @@ def test_a_missing_and_a_stray_worker_are_drift_with_their_reasons():
 ])
 def test_an_unreadable_list_is_no_verdict_on_any_worker(answer, note):
     assert worker_view(EXPECTED, answer) == {"read": False, "missing": [], "extra": [], "healthy": [], "unhealthy": [],
-                                             "ids": [], "drift": [], "notes": [note]}
+                                             "draining": [], "ids": [], "drift": [], "notes": [note]}
 
 
 @pytest.mark.parametrize("listed, routed", [
@@ -242,6 +245,23 @@ def test_a_worker_the_router_spells_another_way_is_the_same_worker_and_a_second_
     assert got["ids"] == ["w0", "w2", "w1"]
     assert got["extra"] == [{"url": "HTTP://10.0.0.2:30000", "id": "w1"}]
     assert got["drift"] == ["http://10.0.0.2:30000/ is among the router's workers again, as HTTP://10.0.0.2:30000"]
+
+
+def test_a_worker_smg_is_draining_is_missing_and_its_entry_is_still_left_and_waited_for():
+    """smg lists a removed worker as draining for a few seconds and refuses to add it again
+    meanwhile (409): such a worker is missing (a converge adds it once it is gone), its entry is
+    among the ids a leaving node waits on, and a draining stray is on its way out already."""
+    answer = {"status": 200, "json": {"workers": [
+        {"id": "w0", "url": "http://10.0.0.1:30000", "is_healthy": True, "status": "ready"},
+        {"id": "w1", "url": "http://10.0.0.2:30000/", "is_healthy": False, "status": "draining"},
+        {"id": "w2", "url": "http://10.0.0.2:30000", "is_healthy": False, "status": "draining"},
+        {"id": "w3", "url": "http://10.0.0.9:30000", "is_healthy": False, "status": "draining"}]}}
+    got = worker_view(EXPECTED[:2], answer)
+    assert (got["missing"], got["draining"], got["healthy"], got["unhealthy"], got["extra"]) == (
+        [EXPECTED[1]], [EXPECTED[1]], [EXPECTED[0]], [], [])
+    assert got["ids"] == ["w0", "w1", "w2"]
+    assert got["drift"] == [f"{EXPECTED[1]} is not among the router's workers"]
+    assert got["notes"] == [f"{EXPECTED[0]}: healthy", f"{EXPECTED[1]}: draining (the router is letting go of it)"]
 
 
 def test_each_router_gives_its_view_of_the_node_and_a_skipped_one_none():
