@@ -128,10 +128,10 @@ _value:
       type: bool
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.cuda_plan import plan
-
 
 def cuda13_plan(probe, repo, inputs, files, contents, check_mode=False):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.cuda_plan import plan
     return plan(probe or {}, repo or {}, inputs or {}, files or [], contents or {}, bool(check_mode))
 
 

@@ -90,10 +90,10 @@ _value:
       elements: str
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.cuda_plan import repository
-
 
 def cuda13_repository(facts, gpu, inputs):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.cuda_plan import repository
     return repository(facts or {}, gpu, inputs or {})
 
 

@@ -78,10 +78,10 @@ _value:
   type: dict
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sandbox import engine_sandbox as _engine_sandbox
-
 
 def engine_sandbox(home, environment, model_path, draft_model_path, eagle3_enabled, engine_downloads, writable_paths):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sandbox import engine_sandbox as _engine_sandbox
     return _engine_sandbox(home, environment, str(model_path or ""), str(draft_model_path or ""), bool(eagle3_enabled),
                            bool(engine_downloads), list(writable_paths or []))
 

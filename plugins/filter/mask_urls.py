@@ -41,10 +41,10 @@ _value:
   type: str
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.urls import mask
-
 
 def mask_urls(text):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.urls import mask
     return mask(text)
 
 

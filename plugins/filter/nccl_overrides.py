@@ -70,10 +70,10 @@ _value:
   sample: [nvidia-nccl-cu13>=2.31.2]
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import nccl_overrides as _nccl_overrides
-
 
 def nccl_overrides(policy, floor, package, no_deps, capability_majors, lock=""):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import nccl_overrides as _nccl_overrides
     return _nccl_overrides(str(policy), str(floor), str(package), no_deps, list(capability_majors or []), str(lock or ""))
 
 

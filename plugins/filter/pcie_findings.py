@@ -79,12 +79,13 @@ _value:
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.utils.display import Display
-from ansible_collections.blackwell.sglang.plugins.module_utils.gpu import pcie_findings as _pcie_findings
 
 WARNING_PREFIX = "hardware: "
 
 
 def pcie_findings(facts, tp_size=None, warn=False):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.module_utils.gpu import pcie_findings as _pcie_findings
     if not isinstance(facts, dict):
         raise AnsibleFilterError("pcie_findings: expects the gpu facts (a dict), got %s" % type(facts).__name__)
     if tp_size is not None:

@@ -69,10 +69,10 @@ _value:
   sample: 0.5.23-3f9a1c0b7e
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.releases import release_name as _release_name
-
 
 def release_name(version, extras, extra_packages, constraints, lock, overrides=None):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.releases import release_name as _release_name
     return _release_name(str(version), list(extras or []), list(extra_packages or []), list(constraints or []), str(lock or ""),
                          list(overrides or []))
 

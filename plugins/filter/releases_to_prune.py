@@ -55,10 +55,10 @@ _value:
   elements: str
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.releases import to_prune
-
 
 def releases_to_prune(found, keep, installed, active):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.releases import to_prune
     return to_prune(list(found or []), int(keep), str(installed or ""), str(active or ""))
 
 

@@ -49,10 +49,10 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils import managed
-
 
 def removal_paths(rows, role):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils import managed
     try:
         return managed.removal(str(role), list(rows or []))
     except ValueError as error:

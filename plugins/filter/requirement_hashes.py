@@ -49,10 +49,10 @@ _value:
   elements: str
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.requirements import pinned_hashes
-
 
 def requirement_hashes(text, name, version):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.requirements import pinned_hashes
     return pinned_hashes(str(text or ""), str(name), str(version))
 
 

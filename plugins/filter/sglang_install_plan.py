@@ -136,10 +136,10 @@ _value:
       type: str
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import plan
-
 
 def sglang_install_plan(probe, inputs, files, contents, check_mode=False):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.install_plan import plan
     return plan(probe or {}, inputs or {}, files or [], contents or {}, bool(check_mode))
 
 

@@ -44,10 +44,10 @@ _value:
   elements: dict
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.model_plan import rows
-
 
 def sglang_model_rows(settings):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.model_plan import rows
     return rows(settings or {})
 
 

@@ -63,10 +63,10 @@ _value:
   type: dict
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.prometheus_plan import targets
-
 
 def sglang_prometheus_targets(hostvars, engines, routers, defaults=None, previous=""):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.prometheus_plan import targets
     return targets(hostvars or {}, list(engines or []), list(routers or []), defaults or {}, previous or "")
 
 

@@ -55,10 +55,10 @@ _value:
   type: dict
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import release, workers
-
 
 def sglang_router_release(inputs, hostvars, names, router_host, inventory_hosts):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import release, workers
     return release(inputs or {}, workers(hostvars or {}, list(names or []), router_host, list(inventory_hosts or [])))
 
 

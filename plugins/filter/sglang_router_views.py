@@ -45,10 +45,10 @@ _value:
   elements: dict
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import views
-
 
 def sglang_router_views(answers, worker):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import views
     return views(list(answers or []), worker)
 
 

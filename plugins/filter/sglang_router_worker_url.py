@@ -46,10 +46,10 @@ _value:
   type: str
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import worker_url
-
 
 def sglang_router_worker_url(found, name, router_host=""):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import worker_url
     return worker_url(found or {}, name, router_host or None)
 
 

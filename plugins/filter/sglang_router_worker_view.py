@@ -47,10 +47,10 @@ _value:
   type: dict
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import worker_view
-
 
 def sglang_router_worker_view(answer, expected):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import worker_view
     return worker_view(list(expected or []), answer or {})
 
 

@@ -99,10 +99,10 @@ _value:
       type: dict
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.service_plan import plan
-
 
 def sglang_service_plan(read, state, release, inputs, files, contents, check_mode=False):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.service_plan import plan
     return plan(read or {}, state or {}, release or {}, inputs or {}, files or [], contents or {}, bool(check_mode))
 
 

@@ -98,10 +98,10 @@ _value:
       type: list
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.service_plan import release
-
 
 def sglang_service_release(read, inputs, setting_problems=None, check_mode=False):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.service_plan import release
     return release(read or {}, inputs or {}, setting_problems or [], bool(check_mode))
 
 

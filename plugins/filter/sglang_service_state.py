@@ -91,10 +91,10 @@ _value:
       type: bool
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.service_plan import service_state
-
 
 def sglang_service_state(state, inputs, pending=False, waited=False, check_mode=False):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.service_plan import service_state
     return service_state(state or {}, inputs or {}, bool(pending), bool(waited), bool(check_mode))
 
 

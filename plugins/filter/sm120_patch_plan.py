@@ -78,10 +78,10 @@ _value:
       type: str
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.patch_plan import plan
-
 
 def sm120_patch_plan(venv_info, gpu, settings, check_mode=False):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.patch_plan import plan
     return plan(venv_info or {}, gpu, settings or {}, bool(check_mode))
 
 

@@ -51,11 +51,11 @@ _value:
   type: dict
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.patch_plan import reads
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import truthy
-
 
 def sm120_patch_reads(settings, venv_info, gpu_facts_known, gather):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.patch_plan import reads
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import truthy
     return reads(settings or {}, venv_info or {}, bool(gpu_facts_known), truthy(gather))
 
 

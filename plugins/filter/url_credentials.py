@@ -46,10 +46,10 @@ _value:
   type: bool
 """
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.urls import any_credentials
-
 
 def url_credentials(texts):
+    # Imported here, not above: see tests/unit/test_filter_imports.py.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.urls import any_credentials
     return any_credentials(texts)
 
 
