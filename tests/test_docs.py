@@ -258,7 +258,7 @@ def test_release_lists_new_modules_plugins_roles_and_playbook(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     release = yaml.safe_load((dest / "changelogs" / "changelog.yaml").read_text(encoding="utf-8"))["releases"][GALAXY_VERSION]
     assert sorted(m["name"] for m in release["modules"]) == sorted(p.stem for p in PLUGINS if p.parent.name == "modules")
-    assert [p["name"] for p in release["plugins"]["callback"]] == ["drift_report"]
+    assert [p["name"] for p in release["plugins"]["callback"]] == ["drift_report", "gc_freeze"]
     assert [p["name"] for p in release["plugins"]["filter"]] == [
         "cuda13_plan", "cuda13_repository", "engine_sandbox", "mask_urls", "nccl_overrides", "pcie_findings", "release_name",
         "releases_to_prune", "removal_paths", "requirement_hashes", "secret_line", "sglang_install_plan", "sglang_model_rows",

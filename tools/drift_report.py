@@ -24,6 +24,8 @@ import tempfile
 from pathlib import Path
 
 CALLBACK = "blackwell.sglang.drift_report"
+# The list this CLI passes replaces ansible.cfg's callbacks_enabled: the freeze goes with it.
+GC_FREEZE = "blackwell.sglang.gc_freeze"
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -72,7 +74,7 @@ def run_check(playbook: Path, inventories: list, limit: str | None, extra_vars: 
                if k.startswith("ANSIBLE_") and k not in ("ANSIBLE_STDOUT_CALLBACK", "ANSIBLE_CALLBACK_PLUGINS")}
     envvars.update(
         ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-        ANSIBLE_CALLBACKS_ENABLED=",".join([*enabled, CALLBACK] if CALLBACK not in enabled else enabled),
+        ANSIBLE_CALLBACKS_ENABLED=",".join([*enabled, *(c for c in (GC_FREEZE, CALLBACK) if c not in enabled)]),
         BLACKWELL_DRIFT_REPORT_JSON=str(report_path),
         # This CLI prints the table itself, from the same report.
         BLACKWELL_DRIFT_REPORT_PRINT="false",
