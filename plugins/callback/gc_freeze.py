@@ -12,23 +12,27 @@ version_added: 0.1.0
 author:
   - blackwell.sglang maintainers (@blackwell-sglang)
 description:
-  - ansible-playbook forks one worker process for every task and host. Python's garbage
-    collector, running in such a worker, walks every object the worker inherited from the
+  - ansible-playbook forks one worker process for every task and host. A full collection by
+    Python's garbage collector in such a worker walks the objects the worker inherited from the
     controller process and writes to each, so the kernel copies the memory pages the worker
-    shared with the controller. That copying is a large part of what a task costs the controller.
-  - Before each task's workers are forked, this callback collects the garbage the controller
-    made since the previous task and moves every object that is left to Python's permanent
-    generation (C(gc.freeze())), which the collector of the controller and of the workers
-    never walks. A worker's own objects are still collected.
-  - It prints nothing and changes no result. Objects frozen during a play that later form
-    unreachable reference cycles are released at the start of the next play, when the
-    controller unfreezes and collects everything once.
-  - A C(site.yml --check) of one converged lab node used about 10% less controller CPU with it
+    shared with the controller.
+  - At the start of each task, before its first worker is forked, this callback collects the
+    garbage the controller made since the previous task and moves the objects that are left to
+    Python's permanent generation (C(gc.freeze())), which no collection walks, in the controller
+    or in the workers forked from it. A worker's own objects are still collected. Under the
+    linear strategy the objects the controller makes for the task's later hosts (their
+    variables) are made after the freeze.
+  - It prints nothing and changes no result. At the start of each play (each serial batch)
+    the controller unfreezes and collects everything once, so objects frozen during the
+    previous batch that have since become unreachable reference cycles are released.
+  - A C(site.yml --check) of one converged lab node used 7 to 10% less controller CPU with it
     (benchmarks/README.md).
 requirements:
   - Enable it by name, C(callbacks_enabled = blackwell.sglang.gc_freeze) in C(ansible.cfg) (the
-    collection's own C(ansible.cfg) does) or
-    C(ANSIBLE_CALLBACKS_ENABLED=blackwell.sglang.gc_freeze).
+    collection's own C(ansible.cfg) does, and C(tools/drift-report) adds it to the list it
+    passes) or C(ANSIBLE_CALLBACKS_ENABLED=blackwell.sglang.gc_freeze). That environment
+    variable replaces the list of C(ansible.cfg), so a run that sets it names this callback in it
+    too.
 """
 
 EXAMPLES = r"""
@@ -47,7 +51,7 @@ from ansible.plugins.callback import CallbackBase
 
 
 class CallbackModule(CallbackBase):
-    """Freezes the controller's objects before each task's workers fork."""
+    """Freezes the controller's objects at the start of each task, before its workers fork."""
 
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "aggregate"

@@ -10,7 +10,8 @@ from conftest import ROOT, VENV_BIN, ansible_env
 
 def dumped() -> list:
     env = ansible_env()
-    env.pop("ANSIBLE_CONFIG", None)
+    for name in ("ANSIBLE_CONFIG", "ANSIBLE_CALLBACKS_ENABLED"):
+        env.pop(name, None)
     proc = subprocess.run([str(VENV_BIN / "ansible-config"), "dump", "--only-changed"], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
