@@ -72,8 +72,7 @@ def test_the_collections_ansible_cfg_loads_it_and_each_worker_inherits_a_frozen_
     # ansible-core's words for a callback method that raised.
     assert "Callback dispatch" not in output
     assert len(counts) == 2, counts
-    # Tens of thousands of objects at the first task: the controller's modules, the play, the
-    # inventory; at the last, the set_fact's dicts besides.
+    # Tens of thousands of objects at each task: the controller's modules, the play, the inventory.
     assert all(count > 10000 for count in counts), counts
 
 
