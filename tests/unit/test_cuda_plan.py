@@ -12,7 +12,6 @@ import copy
 import hashlib
 from pathlib import Path
 
-import jinja2
 import pytest
 import yaml
 
@@ -21,7 +20,6 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.cuda_plan import 
 import role_vars
 from conftest import ROOT
 
-DEFAULTS = yaml.safe_load((ROOT / "roles" / "cuda13" / "defaults" / "main.yml").read_text())
 VARS = yaml.safe_load((ROOT / "roles" / "cuda13" / "vars" / "main.yml").read_text())
 DATA = VARS["__cuda13_inputs"]
 FINGERPRINT = "EB693B3035CD5710E231E123A4B469963BF863CC"
@@ -38,18 +36,10 @@ DPKG_FRESH = "ii \tcuda-toolkit-12-8\t12.8.1-1\nii \tcuda-nvcc-12-8\t12.8.93-1\n
 
 
 def inputs(**changes) -> dict:
-    """The role's defaults and data as vars/main.yml gathers them, with changes; a default or
-    datum that follows another setting (the package and directory from cuda13_version) is
-    rendered with the changes in force."""
-    render = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    context = {**DEFAULTS, **{"cuda13_" + key: value for key, value in changes.items()}}
-
-    def value(text):
-        return render.from_string(text).render(context) if isinstance(text, str) and "{{" in text else text
-
-    settings = {key[len("cuda13_"):]: value(text) for key, text in DEFAULTS.items()}
-    data = {key: value(text) for key, text in DATA.items() if not str(text).startswith("{{")}
-    return {**settings, **data, **changes}
+    """vars/main.yml's __cuda13_inputs as Ansible templates it from the role's defaults with
+    CHANGES (settings without their prefix) in force: a default that follows another setting
+    (the package and directory from cuda13_version) follows the change."""
+    return role_vars.render("cuda13", "__cuda13_inputs", {"cuda13_" + key: value for key, value in changes.items()})
 
 
 def files(root: Path, repo: dict, env: bool = True) -> list[dict]:

@@ -17,7 +17,6 @@ import re
 import shutil
 from pathlib import Path
 
-import jinja2
 import pytest
 import yaml
 
@@ -40,15 +39,6 @@ TORCH_CPU = "__version__ = '2.9.1+cpu'\ncuda: Optional[str] = None\n"
 ACCOUNT = {"name": "sglang", "exists": True, "group": "sglang", "home": "", "shell": "/usr/sbin/nologin"}
 
 
-def _render(value, context):
-    if isinstance(value, str):
-        env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-        return env.from_string(value).render(context)
-    if isinstance(value, dict):
-        return {key: _render(item, context) for key, item in value.items()}
-    return value
-
-
 def settings(root: Path, capability_majors=(), **changes) -> dict:
     """The role's defaults with every path under root, and changes, on a node whose GPUs have
     CAPABILITY_MAJORS."""
@@ -62,7 +52,7 @@ def settings(root: Path, capability_majors=(), **changes) -> dict:
     values["__sglang_install_uv_known_sha256"] = VARS["__sglang_install_uv_known_sha256"]
     for name in ("__sglang_install_uv_bin", "__sglang_install_constraints_file", "__sglang_install_requirements_file",
                  "__sglang_install_sources_file", "__sglang_install_uv_sources_file", "__sglang_install_overrides_file"):
-        values[name] = _render(VARS[name], values)
+        values[name] = role_vars.render("sglang_install", name, values)
     return values
 
 
