@@ -55,7 +55,10 @@ options:
     default: /var/lib/blackwell-sglang/rollback
   link:
     description:
-      - The active-release link whose target the record keeps. Required with O(state=saved).
+      - The active-release link whose target the record keeps, and which O(state=restored)
+        points back there. Without it (the router's record, whose unit names its release itself)
+        the record holds the files alone, and a restore has no release to check, so the files are
+        put back whether or not the release they name is still on the node.
     type: path
   files:
     description:
@@ -136,7 +139,6 @@ def main():
             files=dict(type="list", elements="path", default=[]),
             keep_current=dict(type="list", elements="path", default=[]),
         ),
-        required_if=[("state", "saved", ["link"])],
         supports_check_mode=True,
     )
     path, state, keep = module.params["path"], module.params["state"], module.params["keep_current"]
@@ -154,9 +156,9 @@ def main():
             kept = record is not None
             if not kept:
                 if module.check_mode:
-                    record = rollback_record.plan_record(module.params["link"], module.params["files"], secrets=keep)
+                    record = rollback_record.plan_record(module.params["link"] or "", module.params["files"], secrets=keep)
                 else:
-                    record, kept = rollback_record.save(path, module.params["link"], module.params["files"],
+                    record, kept = rollback_record.save(path, module.params["link"] or "", module.params["files"],
                                                         secrets=keep)
             if kept:
                 module.warn("sglang_rollback: %s holds the rollback record of a rollout that did not finish "

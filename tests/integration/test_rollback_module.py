@@ -91,8 +91,20 @@ def test_a_record_not_written_by_this_collection_is_refused_by_name(node):
     rc, res = run_module({"state": "restored", "path": node["record"]})
     assert rc == 2
     assert res["msg"].startswith(f"sglang_rollback: the rollback record {node['record']}/record.json is not JSON: ")
-    assert run_module({"state": "saved", "path": node["record"]})[1]["msg"] == \
-        "state is saved but all of the following are missing: link"
+
+
+def test_a_record_without_a_link_keeps_and_puts_back_the_files_alone(node):
+    """The router's record: its unit names its release, so there is no link to keep."""
+    save = {key: value for key, value in node["save"].items() if key != "link"}
+    rc, res = run_module(save)
+    assert (rc, res["changed"], res["record"]["link"], res["record"]["release"]) == (0, True, "", ""), res
+    switch(node)
+    rc, res = run_module({"state": "restored", "path": node["record"]})
+    assert (rc, res["changed"]) == (0, True), res
+    assert res["restored"] == {"release": "", "files": [str(node["root"] / "unit")], "remove": [str(node["root"] / "tp")]}
+    assert (node["root"] / "unit").read_text() == "old unit\n" and not (node["root"] / "tp").exists()
+    # The link is no part of such a record: it stays where the switch put it.
+    assert os.readlink(node["root"] / "current") == str(node["root"] / "releases" / "new")
 
 
 def test_a_half_removed_record_is_cleared_with_a_warning_not_failed_on(node):
