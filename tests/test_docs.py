@@ -262,7 +262,7 @@ def test_release_lists_new_modules_plugins_roles_and_playbook(tmp_path):
     assert [p["name"] for p in release["plugins"]["filter"]] == [
         "cuda13_plan", "cuda13_repository", "engine_sandbox", "mask_urls", "nccl_overrides", "pcie_findings", "release_name",
         "releases_to_prune", "removal_paths", "requirement_hashes", "secret_line", "sglang_install_plan", "sglang_model_rows",
-        "sglang_prometheus_targets", "sglang_router_release", "sglang_router_views", "sglang_router_worker_url",
+        "sglang_prometheus_targets", "sglang_router_release", "sglang_router_switch", "sglang_router_views", "sglang_router_worker_url",
         "sglang_router_worker_view", "sglang_service_plan", "sglang_service_release", "sglang_service_state",
         "sm120_patch_plan", "sm120_patch_reads", "url_credentials"]
     assert [p["name"] for p in release["plugins"]["lookup"]] == [

@@ -23,6 +23,7 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import managed
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.settings import secret, truthy
 
 _LOOPBACK = re.compile(r"^127\.")
@@ -268,3 +269,16 @@ def views(answers, worker):
         out.append({"url": _text(answer.get("item")), "status": status if isinstance(status, int) else -1,
                     "view": view, "note": "%s (the router at %s)" % (view["notes"][0], _text(answer.get("item")))})
     return out
+
+
+def switch(read, files, contents):
+    """The restart rows of the router's table (``restart``: its secrets file, launcher and unit)
+    that the node holds otherwise than the rows say, each ``{"path", "reason"}`` in table order;
+    [] when a restart would start the router on what it runs from already. ``read`` is the role's
+    read of the node (``paths``: blackwell.sglang.sglang_venv_info's reader), ``contents`` each
+    file's text by template or source name. A rollout that switches these keeps the node's copies
+    first (the rollback record), so that a router that fails its gate goes back to them."""
+    paths = (read or {}).get("paths") or {}
+    restart = [row for row in managed.check("sglang_router", files) if truthy(row.get("restart"))]
+    rows = managed.in_force("sglang_router", restart, contents, contents)
+    return [{"path": row["path"], "reason": reason} for row in rows for reason in [managed.off_in(row, paths)] if reason]

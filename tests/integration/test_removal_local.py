@@ -46,6 +46,6 @@ def test_removal_of_the_service_and_the_install_in_check_mode_names_each_tables_
     service = managed.removal("sglang_service", role_vars.render("sglang_service", "__sglang_service_files"))
     install = managed.removal("sglang_install", role_vars.render("sglang_install", "__sglang_install_files"))
     router = managed.removal("sglang_router", role_vars.render("sglang_router", "__sglang_router_files"))
-    assert router == ["/etc/systemd/system/sglang-router.service", "/usr/local/lib/sglang-router", "/etc/sglang-router",
-                      "/opt/sglang-router"]
+    assert router == ["/var/lib/sglang-router", "/etc/systemd/system/sglang-router.service", "/usr/local/lib/sglang-router",
+                      "/etc/sglang-router", "/opt/sglang-router"]
     assert list(loops.values()) == [router, ["/etc/systemd/system/sglang.service.d", *service], [*install, "/opt/sglang"]]

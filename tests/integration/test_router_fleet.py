@@ -301,6 +301,10 @@ def test_a_router_on_sglang_router_0_3_2_moves_to_smg_in_one_converge_under_load
     assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == "blackwell", body
     code, report, output = drift_report(fleet["inventory"], PLAYBOOK, fleet["env"], fleet["work"] / "moved")
     assert code == 0, output
+    # The switch kept the old unit and launcher until smg passed its gate, then let them go.
+    kept = run.stdout.split("TASK [blackwell.sglang.sglang_router : Keep the router's files before this run switches them]")
+    assert f"changed: [{ROUTER}]" in kept[1].split("TASK [")[0], run.stdout[-20000:]
+    assert in_container(ROUTER, "ls -A /var/lib/sglang-router").strip() == ""
 
 
 def admin(method: str, path: str, body: dict | None = None) -> str:
@@ -680,6 +684,61 @@ def test_a_router_release_the_wheelhouse_lacks_is_refused_and_the_router_keeps_s
     assert through_router()[0] == 200
 
 
+def test_a_router_that_fails_its_gate_after_a_change_goes_back_to_what_it_ran_before(fleet):
+    """A launch the router cannot start with (here an argument its parser refuses; a release
+    that does not start is the same) fails its gate: the router goes back to the unit and
+    launcher it ran before, serves again, and the host fails saying so."""
+    files = "md5sum /etc/systemd/system/sglang-router.service /usr/local/lib/sglang-router/sglang_router_launch.py"
+    before = in_container(ROUTER, files)
+    bad = {"sglang_router_extra_args": ["--health-check-interval-secs", "2", "--disable-retries", "--no-such-flag"],
+           "sglang_router_health_timeout": 15}
+    run = subprocess.run(["ansible-playbook", "-i", str(fleet["inventory"]), str(ROOT / "playbooks" / "router.yml"),
+                          "-e", json.dumps(bad)], cwd=ROOT, env=fleet["env"], capture_output=True, text=True, check=False)
+    assert run.returncode == 2, run.stdout[-5000:]
+    unit_path = "/etc/systemd/system/sglang-router.service"
+    assert (f"The router on {ROUTER} did not become ready (/readiness: no answer) within 15s after this run changed "
+            f"{unit_path}; put back from its rollback record: {unit_path}. Restarted on what it ran before, it is ready "
+            "again: it serves as it did before. Its log: journalctl -u sglang-router.") in run.stdout, run.stdout[-5000:]
+    assert KEY not in run.stdout + run.stderr
+    assert in_container(ROUTER, files) == before
+    assert in_container(ROUTER, "systemctl is-active sglang-router").strip() == "active"
+    assert "--no-such-flag" not in in_container(ROUTER, "systemctl show -p ExecStart --value sglang-router")
+    assert through_router()[0] == 200
+    # Nothing is left to go back to, and the node holds what the inventory says: nothing to do.
+    assert in_container(ROUTER, "ls -A /var/lib/sglang-router").strip() == ""
+    again = subprocess.run(["ansible-playbook", "-i", str(fleet["inventory"]), str(ROOT / "playbooks" / "router.yml")],
+                           cwd=ROOT, env=fleet["env"], capture_output=True, text=True, check=False)
+    assert again.returncode == 0, again.stdout[-5000:]
+    assert {name: count["changed"] for name, count in recap(again.stdout).items()}[ROUTER] == 0, again.stdout[-5000:]
+
+
+def test_a_rollback_record_a_killed_run_left_is_drift_and_the_next_converge_finishes_the_switch(fleet):
+    """A run killed between its record and the router's gate leaves the record: a check reports
+    it, and the next converge restarts the router behind its gate, then lets the record go."""
+    start = "/etc/sglang-router/router.env,/usr/local/lib/sglang-router/sglang_router_launch.py,/etc/systemd/system/sglang-router.service"
+    planted = subprocess.run(["ansible", ROUTER, "-i", str(fleet["inventory"]), "-b", "-m", "blackwell.sglang.sglang_rollback",
+                              "-a", f"path=/var/lib/sglang-router/rollback files={start} keep_current=/etc/sglang-router/router.env"],
+                             cwd=ROOT, env=fleet["env"], capture_output=True, text=True, check=False)
+    assert planted.returncode == 0 and '"changed": true' in planted.stdout, planted.stdout + planted.stderr
+    router = ["ansible-playbook", "-i", str(fleet["inventory"]), str(ROOT / "playbooks" / "router.yml")]
+    # -v: the module's message, which the default output leaves out of a changed result.
+    check = subprocess.run(router + ["--check", "-v"], cwd=ROOT, env=fleet["env"], capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stdout[-5000:]
+    assert "a rollout that did not finish left its rollback record /var/lib/sglang-router/rollback" in check.stdout, \
+        check.stdout[-5000:]
+    assert KEY not in check.stdout + check.stderr
+    assert in_container(ROUTER, "test -d /var/lib/sglang-router/rollback && echo kept").strip() == "kept"
+    pid = in_container(ROUTER, "systemctl show -p MainPID --value sglang-router").strip()
+    run = subprocess.run(router, cwd=ROOT, env=fleet["env"], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stdout[-5000:]
+    # The module's warning (on standard error): the record is that run's, kept as it is.
+    assert "holds the rollback record of a rollout that did not finish" in run.stderr, run.stdout[-5000:] + run.stderr
+    assert "RUNNING HANDLER [blackwell.sglang.sglang_router : Restart sglang-router]" in run.stdout
+    assert in_container(ROUTER, "systemctl show -p MainPID --value sglang-router").strip() != pid
+    assert in_container(ROUTER, "ls -A /var/lib/sglang-router").strip() == ""
+    assert through_router()[0] == 200
+
+
 def removal(fleet, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["ansible-playbook", "-i", str(fleet["inventory"]), str(ROOT / "playbooks" / "remove.yml"),
                            *args], cwd=ROOT, env=fleet["env"], capture_output=True, text=True, check=False)
@@ -700,7 +759,7 @@ def test_a_removed_engine_leaves_the_router_first_and_the_router_goes_with_nothi
     assert run.returncode == 0, run.stdout[-20000:]
     assert {name: count["changed"] for name, count in recap(run.stdout).items()}[ROUTER] > 0, run.stdout[-5000:]
     assert in_container(ROUTER, "ls -d /etc/systemd/system/sglang-router.service /etc/sglang-router /opt/sglang-router "
-                                "/usr/local/lib/sglang-router 2>/dev/null; getent passwd sglang-router; "
+                                "/usr/local/lib/sglang-router /var/lib/sglang-router 2>/dev/null; getent passwd sglang-router; "
                                 "getent group sglang-router; true") == ""
     # systemd forgot the unit too (the role reloads it after removing the file).
     assert in_container(ROUTER, "systemctl show -p LoadState --value sglang-router").strip() == "not-found"

@@ -146,7 +146,8 @@ def test_the_installs_removal_takes_the_link_uv_the_releases_and_the_home_and_wh
 
 def test_each_write_task_of_the_router_loops_over_exactly_its_rows():
     """The router's tasks pick their rows from the table by its columns: each row is written by
-    exactly one task (the venv by the install), and each loop renders as Ansible renders it."""
+    exactly one task (the venv by the install, the rollback record's directory by
+    blackwell.sglang.sglang_rollback), and each loop renders as Ansible renders it."""
     import role_vars  # pylint: disable=import-outside-toplevel
     tasks = yaml.safe_load((ROOT / "roles" / "sglang_router" / "tasks" / "present.yml").read_text(encoding="utf-8"))
     written = {}
@@ -164,4 +165,5 @@ def test_each_write_task_of_the_router_loops_over_exactly_its_rows():
     }
     rows = role_vars.render("sglang_router", "__sglang_router_files")
     assert sorted(path for paths in written.values() for path in paths) == sorted(
-        row["path"] for row in rows if row.get("state") != "venv")
+        row["path"] for row in rows if row.get("state") not in ("venv", "record"))
+    assert [row["path"] for row in rows if row.get("state") == "record"] == ["/var/lib/sglang-router"]

@@ -7,9 +7,10 @@ Three counts per role, over its tasks/ and handlers/ files:
   own task files.
 
 BUDGETS holds today's counts; the design's targets are at most 40 conditions over all roles, a
-depth of 3 and 20 tasks per role. A count above its budget fails; a count below it fails too,
-naming the number to write here, so the budget follows every cut and no later change can spend it
-again unnoticed.
+depth of 3 and 20 tasks per role. A count above its budget fails, so a change that must add to a role
+raises its budget in the same commit, where a review sees it; a count below it fails too, naming
+the number to write here, so the budget follows every cut and no later change can spend it again
+unnoticed.
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ BUDGETS = {
     "cuda13": {"tasks": 40, "conditions": 30, "depth": 2},
     "sglang_install": {"tasks": 50, "conditions": 23, "depth": 3},
     "sglang_model": {"tasks": 24, "conditions": 14, "depth": 3},
-    "sglang_router": {"tasks": 42, "conditions": 29, "depth": 2},
+    # The rollback of a router that fails its gate after a switch: 7 tasks and 9 conditions more.
+    "sglang_router": {"tasks": 49, "conditions": 38, "depth": 2},
     "sglang_service": {"tasks": 96, "conditions": 81, "depth": 5},
     "sglang_sm120_patch": {"tasks": 12, "conditions": 6, "depth": 1},
 }

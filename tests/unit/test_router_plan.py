@@ -279,3 +279,68 @@ def test_each_router_gives_its_view_of_the_node_and_a_skipped_one_none():
         "the router's worker list could not be read (status -1: Connection refused) (the router at http://r2:30100)",
         "the router's worker list could not be read (status 401: HTTP Error 401: Unauthorized) (the router at "
         "http://r3:30100)"]
+
+
+def _switch_node(tmp_path):
+    """The router's table as Ansible renders it, every path under tmp_path, laid out as written,
+    with each file's text and the role's read of it."""
+    import role_vars  # pylint: disable=import-outside-toplevel
+    from ansible_collections.blackwell.sglang.plugins.module_utils.file_state import path_state  # pylint: disable=import-outside-toplevel
+
+    rows = [dict(row, path=f"{tmp_path}{row['path']}") for row in role_vars.render("sglang_router", "__sglang_router_files")]
+    text = {name: f"{name} as written\n" for name in ("sglang-router.env.j2", "sglang_router_launch.py", "sglang-router.service.j2")}
+    for row in rows:
+        if row.get("restart"):
+            path = tmp_path / row["path"][len(str(tmp_path)) + 1:]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text[row.get("template") or row["source"]])
+            path.chmod(int(row["mode"], 8))
+
+    def read():
+        found = {row["path"]: path_state(row["path"]) for row in rows if row.get("restart")}
+        return {"paths": {path: dict(state, owner="root", group="root") if state["exists"] else state
+                          for path, state in found.items()}}
+    return rows, text, read
+
+
+def test_the_router_switches_nothing_where_its_files_are_as_written(tmp_path):
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import switch  # pylint: disable=import-outside-toplevel
+
+    rows, text, read = _switch_node(tmp_path)
+    assert switch(read(), rows, text) == []
+
+
+def test_the_router_switches_each_of_its_start_files_that_differs_and_nothing_else(tmp_path):
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import switch  # pylint: disable=import-outside-toplevel
+
+    rows, text, read = _switch_node(tmp_path)
+    unit, launcher = f"{tmp_path}/etc/systemd/system/sglang-router.service", f"{tmp_path}/usr/local/lib/sglang-router/sglang_router_launch.py"
+    new = dict(text, **{"sglang-router.service.j2": "a unit naming another release\n"})
+    assert switch(read(), rows, new) == [{"path": unit, "reason": f"{unit}: content differs"}]
+    (tmp_path / launcher[len(str(tmp_path)) + 1:]).unlink()
+    assert switch(read(), rows, new) == [{"path": launcher, "reason": f"{launcher} is missing"},
+                                         {"path": unit, "reason": f"{unit}: content differs"}]
+    # The secrets file is judged as the others are, in table order.
+    env = f"{tmp_path}/etc/sglang-router/router.env"
+    assert switch(read(), rows, dict(new, **{"sglang-router.env.j2": "SGLANG_ROUTER_API_KEY=sk-new\n"})) == [
+        {"path": env, "reason": f"{env}: content differs"}, {"path": launcher, "reason": f"{launcher} is missing"},
+        {"path": unit, "reason": f"{unit}: content differs"}]
+
+
+def test_only_the_files_the_router_starts_from_can_be_a_switch():
+    """pip's sources and the directories restart nothing: a change of them is no switch, and the
+    rollback record keeps exactly the rows a switch can name."""
+    import role_vars  # pylint: disable=import-outside-toplevel
+
+    rows = role_vars.render("sglang_router", "__sglang_router_files")
+    assert [row["path"] for row in rows if row.get("restart")] == [
+        "/etc/sglang-router/router.env", "/usr/local/lib/sglang-router/sglang_router_launch.py",
+        "/etc/systemd/system/sglang-router.service"]
+    assert role_vars.render("sglang_router", "__sglang_router_start_secrets") == ["/etc/sglang-router/router.env"]
+
+
+def test_a_router_table_off_the_schema_is_refused_before_anything_is_judged():
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.router_plan import switch  # pylint: disable=import-outside-toplevel
+
+    with pytest.raises(ValueError, match=r"sglang_router's table, row 1 \(/etc/x\): unknown column 'restrat'"):
+        switch({}, [{"path": "/etc/x", "mode": "0644", "source": "x", "restrat": True}], {"x": ""})
