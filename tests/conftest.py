@@ -119,6 +119,16 @@ from ansible.plugins.loader import init_plugin_loader  # noqa: E402 pylint: disa
 init_plugin_loader([COLLECTIONS_PATH])
 
 
+def task_entries(tasks):
+    """Every mapping of a task file's list: each task, and each block with the tasks of its
+    block, rescue and always in turn."""
+    for task in tasks or []:
+        if isinstance(task, dict):
+            yield task
+            for key in ("block", "rescue", "always"):
+                yield from task_entries(task.get(key))
+
+
 def ansible_env(**extra: str) -> dict:
     """Environment for ansible-* commands run by the tests: this checkout as the collection."""
     env = dict(os.environ)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import COSTS_FILE, ROOT, VENV_BIN, ansible_env, copy_as_collection
+from conftest import COSTS_FILE, ROOT, VENV_BIN, ansible_env, copy_as_collection, task_entries
 
 AUTHOR = "blackwell.sglang maintainers (@blackwell-sglang)"
 ROLES = sorted(p.parent.parent.name for p in (ROOT / "roles").glob("*/meta/argument_specs.yml"))
@@ -442,14 +442,6 @@ def test_readme_without_markers_is_refused_and_left_alone(role_copy):
 
 # --- each role's contract: the facts it publishes and what it reads from other roles ------------
 
-def _tasks(tasks):
-    for task in tasks or []:
-        if isinstance(task, dict):
-            yield task
-            for key in ("block", "rescue", "always"):
-                yield from _tasks(task.get(key))
-
-
 # A variable of one of the collection's roles, but not a plugin's name (blackwell.sglang.<name>).
 ROLE_VARIABLE = re.compile(r"(?<!blackwell\.sglang\.)(?<!\w)((?:%s)_[a-z0-9_]+)" % "|".join(ROLES))
 
@@ -461,7 +453,7 @@ def role_contract(role_dir: Path) -> tuple[set, set]:
     role = role_dir.name
     published = set()
     for path in sorted([*role_dir.glob("tasks/*.yml"), *role_dir.glob("handlers/*.yml")]):
-        for task in _tasks(yaml.safe_load(path.read_text(encoding="utf-8"))):
+        for task in task_entries(yaml.safe_load(path.read_text(encoding="utf-8"))):
             names = [task.get("register") or ""]
             facts = task.get("ansible.builtin.set_fact")
             names += list(facts) if isinstance(facts, dict) else []
@@ -529,7 +521,7 @@ def shadowed(role_dir: Path) -> list[str]:
         if (role_dir / "vars" / "main.yml").exists() else {}
     found = []
     for path in sorted([*role_dir.glob("tasks/*.yml"), *role_dir.glob("handlers/*.yml")]):
-        for task in _tasks(yaml.safe_load(path.read_text(encoding="utf-8"))):
+        for task in task_entries(yaml.safe_load(path.read_text(encoding="utf-8"))):
             register = task.get("register")
             if register and (register in defaults or register in derived):
                 found.append(f"{path.name}: register {register} shadows the role's variable of that name")

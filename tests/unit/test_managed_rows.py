@@ -43,9 +43,11 @@ def _rows(role: str) -> list[dict]:
     return managed.in_force(role, table, text, text)
 
 
-ROWS = [(role, index) for role in sorted(OVERRIDES) for index in range(len(_rows(role)))]
+# Each table rendered once, for the parameters of the tests below.
+_TABLES = {role: _rows(role) for role in sorted(OVERRIDES)}
+ROWS = [(role, index) for role, rows in _TABLES.items() for index in range(len(rows))]
 # A row that wants nothing changes only by being there: the rows the other rows' changes apply to.
-CHANGEABLE = [(role, index) for role, index in ROWS if _rows(role)[index]["state"] != "absent"]
+CHANGEABLE = [(role, index) for role, index in ROWS if _TABLES[role][index]["state"] != "absent"]
 
 
 def _under(root: Path, path: str) -> Path:

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import task_entries
+
 ROOT = Path(__file__).resolve().parents[2]
 CONDITION_KEYS = ("when", "changed_when", "failed_when", "until")
 INCLUDE_KEYS = ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks", "include_tasks", "import_tasks")
@@ -33,15 +35,6 @@ BUDGETS = {
     "sglang_service": {"tasks": 96, "conditions": 81, "depth": 5},
     "sglang_sm120_patch": {"tasks": 12, "conditions": 6, "depth": 1},
 }
-
-
-def _entries(items):
-    """Every mapping of a task list, blocks and the tasks inside them alike."""
-    for item in items or []:
-        if isinstance(item, dict):
-            yield item
-            for key in ("block", "rescue", "always"):
-                yield from _entries(item.get(key))
 
 
 def _load(path: Path) -> list:
@@ -58,7 +51,7 @@ def _include_target(entry: dict) -> str | None:
 
 def _depth(role: Path, path: Path, chain: tuple) -> int:
     deepest = 0
-    for entry in _entries(_load(path)):
+    for entry in task_entries(_load(path)):
         target = _include_target(entry)
         if target is None:
             continue
@@ -75,7 +68,7 @@ def counts(role: Path) -> dict:
     """The role's tasks, condition keys and include depth (see the module's docstring)."""
     tasks = conditions = 0
     for path in sorted([*role.glob("tasks/*.yml"), *role.glob("handlers/*.yml")]):
-        for entry in _entries(_load(path)):
+        for entry in task_entries(_load(path)):
             conditions += sum(1 for key in CONDITION_KEYS if key in entry)
             if not any(key in entry for key in ("block", "rescue", "always")):
                 tasks += 1
